@@ -1,0 +1,3 @@
+from argus_verify.cli import entry
+
+entry()

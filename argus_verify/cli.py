@@ -1,0 +1,367 @@
+"""The `argus` command line.
+
+Exit codes: 0 proved / passed, 1 a counterexample or a wrong result, 2 bad input (usage, parse,
+type error), 3 unknown (a solver timeout), 4 an internal error (a bug in Argus: please report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from argus_verify.diagnostics import ArgusError, ArgusRuntimeError, error_json, format_error
+
+EXAMPLES = """\
+examples:
+  argus check specs/gemm_simt.arg
+  argus ir specs/vecadd.arg --const BLOCK=2048
+  argus run specs/gemm_simt.arg --shape M=128,N=96,K=64
+  argus verify specs/gemm_simt.arg --json
+  argus verify specs/buggy/gemm_stage_off_by_one.arg --replay
+  argus compile specs/vecadd.arg -o vecadd.ptx --stats
+  argus bench specs/row_softmax.arg --shape M=16384,N=1024
+
+exit codes: 0 proved/passed, 1 counterexample or wrong result, 2 bad input, 3 unknown (timeout),
+            4 internal error
+"""
+
+
+class UsageError(ArgusError):
+    pass
+
+
+def parse_assignments(text: str | None, what: str) -> dict[str, int]:
+    """`M=128,N=96` -> {"M": 128, "N": 96}."""
+    out: dict[str, int] = {}
+    if not text:
+        return out
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        if not sep or not name.isidentifier():
+            raise UsageError(f"bad {what} '{part}': expected NAME=INTEGER, e.g. M=128")
+        try:
+            out[name] = int(value, 0)
+        except ValueError:
+            raise UsageError(f"bad {what} '{part}': '{value}' is not an integer") from None
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="argus", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Argus: a verification-first compiler for GPU kernels (.arg tile language -> "
+                    "Z3-proved invariants -> PTX for sm_90a).", epilog=EXAMPLES)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def common(sp, shapes=True):
+        sp.add_argument("file", help="the .arg kernel file")
+        sp.add_argument("--kernel", help="which kernel of the file (default: the first)")
+        sp.add_argument("--const", metavar="K=V,...", help="compile-time parameters, e.g. BM=128,BN=128")
+        if shapes:
+            sp.add_argument("--shape", metavar="M=..,N=..", help="sizes (default: the reference's SHAPES)")
+        sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    def cmd(name, help_, example, shapes=True):
+        sp = sub.add_parser(name, help=help_, description=help_, epilog=f"example:\n  {example}",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        common(sp, shapes)
+        return sp
+
+    cmd("check", "parse and check a kernel (names, dtypes, shapes, layouts, atoms)",
+        "argus check specs/gemm_simt.arg", shapes=False)
+    cmd("ir", "print the checked, instantiated IR", "argus ir specs/vecadd.arg --const BLOCK=2048",
+        shapes=False)
+    sp = cmd("run", "run on random inputs and compare with the reference",
+             "argus run specs/gemm_simt.arg --shape M=128,N=96,K=64")
+    sp.add_argument("--backend", choices=("auto", "interp", "cuda"), default="auto",
+                    help="auto: the GPU when there is one, else the numpy interpreter")
+    sp.add_argument("--seed", type=int, default=None, help="random seed (default: fresh inputs)")
+    sp.add_argument("--no-verify", action="store_true", help="skip verification (says so loudly)")
+    sp.add_argument("--timeout", type=float, default=10.0, help="verifier time limit per query (s)")
+    sp = cmd("verify", "prove the kernel's invariants or print counterexamples",
+             "argus verify specs/gemm_simt.arg --json")
+    sp.add_argument("--timeout", type=float, default=10.0, help="solver time limit per query, seconds")
+    sp.add_argument("--replay", action="store_true",
+                    help="re-run each witness in the interpreter and show the concrete wrong value")
+    sp = cmd("compile", "lower to PTX for sm_90a (verified first)",
+             "argus compile specs/vecadd.arg -o vecadd.ptx --stats", shapes=False)
+    sp.add_argument("-o", "--output", help="write the PTX here (default: stdout)")
+    sp.add_argument("--stats", action="store_true", help="assemble with ptxas and report registers, "
+                                                         "shared memory and spills")
+    sp.add_argument("--no-verify", action="store_true", help="skip verification (says so loudly)")
+    sp.add_argument("--timeout", type=float, default=10.0, help="verifier time limit per query (s)")
+    sp = cmd("bench", "time on the GPU against the library baseline",
+             "argus bench specs/row_softmax.arg --shape M=16384,N=1024")
+    sp.add_argument("--no-verify", action="store_true", help="skip verification (says so loudly)")
+    sp.add_argument("--timeout", type=float, default=10.0, help="verifier time limit per query (s)")
+    sp.add_argument("--reps", type=int, default=50, help="timed repetitions (median reported)")
+    return p
+
+
+def load_kernel(args):
+    from frontend import compile_file
+
+    consts = parse_assignments(getattr(args, "const", None), "compile-time parameter")
+    return compile_file(args.file, consts, getattr(args, "kernel", None))
+
+
+def emit(args, payload: dict, text: str) -> None:
+    if args.json:
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print(text)
+
+
+def cmd_check(args) -> int:
+    k = load_kernel(args)
+    n_stmts = sum(1 for _ in __import__("argus_verify.ir", fromlist=["walk_stmts"]).walk_stmts(k.body))
+    emit(args, {"status": "ok", "file": args.file, "kernel": k.name, "consts": dict(k.consts),
+                "sizes": list(k.sizes), "block": k.block, "statements": n_stmts},
+         f"{args.file}: ok: kernel {k.name} ({n_stmts} statements, {k.block} threads, "
+         f"sizes {', '.join(k.sizes) or 'none'})")
+    return 0
+
+
+def cmd_ir(args) -> int:
+    from argus_verify.printer import format_kernel, kernel_json
+
+    k = load_kernel(args)
+    emit(args, kernel_json(k), format_kernel(k))
+    return 0
+
+
+def resolve_sizes(args, kernel, ref) -> dict[str, int]:
+    from argus_verify.reference import default_sizes
+
+    sizes = default_sizes(kernel, ref)
+    given = parse_assignments(getattr(args, "shape", None), "shape")
+    unknown = [s for s in given if s not in kernel.sizes]
+    if unknown:
+        raise UsageError(f"kernel {kernel.name} has no size '{unknown[0]}' (its sizes: "
+                         f"{', '.join(kernel.sizes) or 'none'})")
+    sizes.update(given)
+    missing = [s for s in kernel.sizes if s not in sizes]
+    if missing:
+        raise UsageError(f"no value for size {missing[0]}: give --shape {missing[0]}=... "
+                         "(or SHAPES in the reference file)")
+    return sizes
+
+
+def verify_first(args, kernel, sizes=None) -> dict | None:
+    """Verify before compiling or running; returns the refusal payload, or None to go on."""
+    if getattr(args, "no_verify", False):
+        print("argus: WARNING: --no-verify: running a kernel whose invariants were NOT checked "
+              "(bounds, races, barriers, tags)", file=sys.stderr)
+        return None
+    try:
+        import smt
+        verify = smt.verify
+    except (ImportError, AttributeError):
+        print("argus: note: the verifier is not available in this build; not verified", file=sys.stderr)
+        return None
+    report = verify(kernel, timeout_s=getattr(args, "timeout", 10.0), shapes=sizes)
+    if report.exit_code == 1:
+        if not args.json:
+            print(report.render_text(), file=sys.stderr)
+            print(f"argus: refusing to {args.command} {args.file}: a verification obligation is violated "
+                  "(use --no-verify to override)", file=sys.stderr)
+        return {"status": "refused", "reason": "verification failed", "verification": report.to_json()}
+    if report.exit_code == 3 and not args.json:
+        print("argus: warning: some obligations are unknown (solver time limit); continuing",
+              file=sys.stderr)
+    return None
+
+
+def cmd_run(args) -> int:
+    from argus_verify.reference import compute_reference, load_reference, make_inputs
+    from runtime.measure import rel_error, tolerance
+
+    k = load_kernel(args)
+    ref = load_reference(args.file)
+    sizes = resolve_sizes(args, k, ref)
+    refused = verify_first(args, k, sizes)
+    if refused:
+        emit(args, refused, "")
+        return 1
+    backend = args.backend
+    if backend in ("auto", "cuda"):
+        from runtime.cuda import cuda_available
+
+        if cuda_available():
+            backend = "cuda"
+        elif backend == "cuda":
+            raise UsageError("--backend cuda: no GPU or pycuda here (install the 'cuda' extra on a GPU "
+                             "machine)")
+        else:
+            backend = "interp"
+            if not args.json:
+                print("argus: no GPU here: running on the numpy interpreter", file=sys.stderr)
+    rng = np.random.default_rng(args.seed)
+    inputs = make_inputs(k, sizes, rng, ref)
+    arrays = {n: v for n, v in inputs.items() if isinstance(v, np.ndarray)}
+    scalars = {n: v for n, v in inputs.items() if not isinstance(v, np.ndarray)}
+    t0 = time.perf_counter()
+    if backend == "cuda":
+        from runtime.cuda_backend import run_cuda
+
+        outputs = run_cuda(k, arrays, sizes, scalars)
+    else:
+        from runtime.interp import run
+
+        outputs = run(k, arrays, sizes, scalars)
+    elapsed = time.perf_counter() - t0
+    result = {"status": "no-reference", "file": args.file, "kernel": k.name, "backend": backend,
+              "sizes": sizes, "seconds": round(elapsed, 4), "outputs": {}}
+    lines = [f"{args.file}: ran {k.name} on {backend} with {', '.join(f'{a}={b}' for a, b in sizes.items())} "
+             f"({elapsed:.2f} s)"]
+    code = 0
+    if ref is None:
+        lines.append("  no reference file (NAME.ref.py): outputs not checked")
+    else:
+        expected = compute_reference(ref, inputs)
+        ok_all = True
+        for out in k.outputs:
+            if out.name not in expected:
+                raise ArgusError(f"the reference returns no '{out.name}'")
+            err = rel_error(outputs[out.name], expected[out.name])
+            tol = getattr(ref, "TOLERANCE", None) or tolerance(out.dtype)
+            max_abs = float(np.nanmax(np.abs(outputs[out.name].astype(np.float64) - expected[out.name]))) \
+                if outputs[out.name].size else 0.0
+            unwritten = int(np.isnan(outputs[out.name]).sum() - np.isnan(expected[out.name]).sum())
+            ok = err <= tol
+            ok_all &= ok
+            result["outputs"][out.name] = {"rel_error": err, "max_abs_error": max_abs, "tolerance": tol,
+                                           "pass": ok, "nan_elements": max(unwritten, 0)}
+            lines.append(f"  {out.name}: rel error {err:.3e} (tolerance {tol:.0e}), max abs error "
+                         f"{max_abs:.3e}{f', {unwritten} elements NaN/unwritten' if unwritten > 0 else ''}"
+                         f": {'PASS' if ok else 'FAIL'}")
+        result["status"] = "pass" if ok_all else "fail"
+        lines.append("PASS" if ok_all else "FAIL")
+        code = 0 if ok_all else 1
+    emit(args, result, "\n".join(lines))
+    return code
+
+
+def cmd_verify(args) -> int:
+    import smt
+
+    k = load_kernel(args)
+    given = parse_assignments(args.shape, "shape")
+    unknown = [s for s in given if s not in k.sizes]
+    if unknown:
+        raise UsageError(f"kernel {k.name} has no size '{unknown[0]}'")
+    report = smt.verify(k, timeout_s=args.timeout, shapes=given or None)
+    replays = []
+    if args.replay:
+        from smt.replay import replay_all
+
+        replays = replay_all(k, report, args.file)
+    if args.json:
+        payload = report.to_json()
+        if args.replay:
+            payload = {"results": payload, "replay": replays}
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print(report.render_text())
+        for r in replays:
+            print(r.get("text", ""))
+    return report.exit_code
+
+
+def cmd_compile(args) -> int:
+    from lowering.ptx import lower
+
+    k = load_kernel(args)
+    refused = verify_first(args, k)
+    if refused:
+        emit(args, refused, "")
+        return 1
+    lowered = lower(k)
+    result = {"status": "ok", "kernel": k.name, "entry": lowered.entry, "bytes": len(lowered.ptx)}
+    if args.output:
+        Path(args.output).write_text(lowered.ptx)
+        result["output"] = args.output
+    if args.stats:
+        from lowering.ptxas import assemble
+
+        stats = assemble(lowered.ptx)
+        result["stats"] = {name: {"registers": s.registers, "shared_bytes": s.shared_bytes,
+                                  "spill_stores": s.spill_stores, "spill_loads": s.spill_loads,
+                                  "stack_frame": s.stack_frame} for name, s in stats.items()}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    if not args.output:
+        print(lowered.ptx)
+    else:
+        print(f"wrote {args.output} ({len(lowered.ptx)} bytes, entry {lowered.entry})", file=sys.stderr)
+    for name, s in result.get("stats", {}).items():
+        print(f"{name}: {s['registers']} registers, {s['shared_bytes']} bytes shared, "
+              f"{s['spill_stores']} bytes spill stores, {s['spill_loads']} bytes spill loads, "
+              f"{s['stack_frame']} bytes stack", file=sys.stderr)
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from runtime.cuda import cuda_available
+
+    k = load_kernel(args)
+    from argus_verify.reference import load_reference
+
+    ref = load_reference(args.file)
+    sizes = resolve_sizes(args, k, ref)
+    refused = verify_first(args, k, sizes)
+    if refused:
+        emit(args, refused, "")
+        return 1
+    if not cuda_available():
+        raise UsageError("argus bench needs an NVIDIA GPU and pycuda (the 'cuda' extra); none here")
+    from runtime.cuda_backend import bench_report
+
+    result = bench_report(k, sizes, ref, reps=args.reps)
+    emit(args, result, result.get("text", json.dumps(result)))
+    return 0 if result.get("pass", True) else 1
+
+
+COMMANDS = {"check": cmd_check, "ir": cmd_ir, "run": cmd_run, "verify": cmd_verify, "compile": cmd_compile,
+            "bench": cmd_bench}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        code = COMMANDS[args.command](args)
+    except ArgusError as e:
+        if getattr(args, "json", False):
+            print(json.dumps(error_json(e), indent=2))
+        else:
+            print(format_error(e), file=sys.stderr)
+        # a fault while running the kernel is the kernel's bug (1); anything else is bad input (2)
+        return 1 if isinstance(e, ArgusRuntimeError) else 2
+    except KeyboardInterrupt:
+        print("argus: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug in Argus, not in the user's kernel
+        if os.environ.get("ARGUS_DEBUG"):
+            raise
+        print(f"argus: internal error: {type(e).__name__}: {e}\n"
+              "  this is a bug in Argus; rerun with ARGUS_DEBUG=1 for the traceback", file=sys.stderr)
+        return 4
+    sys.stdout.flush()
+    return code
+
+
+def entry() -> None:
+    sys.exit(main())

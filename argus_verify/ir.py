@@ -1,0 +1,698 @@
+"""The Argus IR: the contract between the front end and every later stage.
+
+A `Kernel` is one instantiation of a `.arg` kernel: compile-time parameters are already
+substituted, so every layout, tile shape and thread count is a concrete integer, while tensor
+sizes (M, N, K...), block ids, thread ids and loop variables stay symbolic. All nodes are frozen
+attrs classes carrying the `Span` they came from.
+
+Execution model: every statement is executed by every thread of every block (SIMT). Integer
+values (`Let`) are per-thread scalars, possibly uniform. A *fragment* is a tile of `tile` shape
+distributed over the block's threads: thread t holds values v = 0..V-1, and `FragType.coords`
+says which tile coordinate each (t, v) stands for. Views name a rectangular tile of a global
+tensor or shared allocation; a load/store pairs a view with a fragment coordinate by coordinate.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import attrs
+import numpy as np
+
+from argus_verify.diagnostics import NO_SPAN, Span
+from argus_verify.layout import ComposedLayout, Layout
+
+LayoutLike = Union[Layout, ComposedLayout]
+
+# ---------------------------------------------------------------------------------------------
+# dtypes
+
+DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "u32": 4, "i8": 1, "u8": 1}
+FLOAT_DTYPES = ("f64", "f32", "f16", "bf16")
+INT_DTYPES = ("i64", "i32", "u32", "i8", "u8")
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """Host storage dtype. bf16 has no numpy type: it is held in float32, rounded to bf16."""
+    return np.dtype(
+        {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.float32,
+         "i64": np.int64, "i32": np.int32, "u32": np.uint32, "i8": np.int8, "u8": np.uint8}[dtype]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# integer expressions (sizes, ids, indices, predicates); booleans are 0/1 integers
+
+
+@attrs.frozen
+class IConst:
+    value: int
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class IVar:
+    """A size (M, N...), a loop variable, an integer `Let`, or a scalar kernel parameter."""
+
+    name: str
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+SPECIALS = ("block_id.x", "block_id.y", "block_id.z", "thread_id", "warp_id", "lane_id",
+            "num_blocks.x", "num_blocks.y", "num_blocks.z")
+PER_THREAD_SPECIALS = ("thread_id", "warp_id", "lane_id")
+
+
+@attrs.frozen
+class ISpecial:
+    which: str  # one of SPECIALS
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+# "//" and "%" are floor division and modulo on non-negative operands (the front end and the
+# verifier check indices are non-negative where it matters); "cdiv" is ceiling division.
+INT_BINOPS = ("+", "-", "*", "//", "%", "<<", ">>", "&", "|", "^", "min", "max", "cdiv",
+              "==", "!=", "<", "<=", ">", ">=", "and", "or")
+COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+@attrs.frozen
+class IBin:
+    op: str
+    a: IExpr
+    b: IExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class IUn:
+    op: str  # "-" or "not"
+    a: IExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class ISelect:
+    cond: IExpr
+    a: IExpr
+    b: IExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class ITag:
+    """`tag(frag)[component]` inside an assertion: the tag of the element being checked."""
+
+    frag: str
+    component: int
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class ICoord:
+    """`coord(frag)[axis]` inside an assertion: the element's logical tile coordinate."""
+
+    frag: str
+    axis: int
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class ICall:
+    """A call of a user `tagfn` (pure integer function), inside tags and assertions."""
+
+    fn: str
+    args: tuple
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+IExpr = Union[IConst, IVar, ISpecial, IBin, IUn, ISelect, ITag, ICoord, ICall]
+
+
+def walk_iexpr(e: IExpr):
+    """Yield `e` and every sub-expression."""
+    yield e
+    if isinstance(e, IBin):
+        yield from walk_iexpr(e.a)
+        yield from walk_iexpr(e.b)
+    elif isinstance(e, IUn):
+        yield from walk_iexpr(e.a)
+    elif isinstance(e, ISelect):
+        yield from walk_iexpr(e.cond)
+        yield from walk_iexpr(e.a)
+        yield from walk_iexpr(e.b)
+    elif isinstance(e, ICall):
+        for a in e.args:
+            yield from walk_iexpr(a)
+
+
+# ---------------------------------------------------------------------------------------------
+# how a fragment's values map to tile coordinates
+
+
+@attrs.frozen
+class TVLayout:
+    """A thread-value layout ((thread modes), (value modes)) -> flat row-major tile index.
+
+    Thread t, value v stands for flat index `layout((t, v))`, i.e. mode 0 evaluated at t plus
+    mode 1 evaluated at v; the flat index is unravelled row-major (last axis fastest) over `tile`.
+    """
+
+    layout: Layout
+    tile: tuple
+
+    @property
+    def threads(self) -> int:
+        return self.layout.mode(0).size
+
+    @property
+    def values(self) -> int:
+        return self.layout.mode(1).size
+
+    def flat_table(self) -> np.ndarray:
+        """[threads, values] int64 flat tile indices."""
+        t_part = self.layout.mode(0).map_all()
+        v_part = self.layout.mode(1).map_all()
+        return t_part[:, None] + v_part[None, :]
+
+    def coord_table(self) -> np.ndarray:
+        """[threads, values, rank] int64 tile coordinates."""
+        flat = self.flat_table()
+        return np.stack(np.unravel_index(flat, self.tile), axis=-1) if self.tile else flat[..., None][..., :0]
+
+    def flat(self, t, v, ops):
+        return ops.add(self.layout.mode(0).apply(t, ops), self.layout.mode(1).apply(v, ops))
+
+    def coords(self, t, v, ops) -> tuple:
+        flat = self.flat(t, v, ops)
+        return unravel(flat, self.tile, ops)
+
+    def __str__(self) -> str:
+        return str(self.layout)
+
+
+def unravel(flat, tile: tuple, ops) -> tuple:
+    """Row-major unravel of a (symbolic) flat index over a constant tile shape."""
+    out = []
+    rest = flat
+    for i in range(len(tile) - 1, -1, -1):
+        extent = tile[i]
+        if i == 0:
+            out.append(rest)
+        else:
+            out.append(ops.mod(rest, extent))
+            rest = ops.floordiv(rest, extent)
+    return tuple(reversed(out))
+
+
+@attrs.frozen
+class Projected:
+    """The coordinates of `base` with axis `axis` removed (a reduction keeps (t, v) but drops an axis)."""
+
+    base: TVMap
+    axis: int
+
+    @property
+    def threads(self) -> int:
+        return self.base.threads
+
+    @property
+    def values(self) -> int:
+        return self.base.values
+
+    @property
+    def tile(self) -> tuple:
+        t = self.base.tile
+        return t[: self.axis] + (1,) + t[self.axis + 1:]
+
+    def coord_table(self) -> np.ndarray:
+        c = self.base.coord_table().copy()
+        c[..., self.axis] = 0
+        return c
+
+    def coords(self, t, v, ops) -> tuple:
+        c = list(self.base.coords(t, v, ops))
+        c[self.axis] = ops.const(0)
+        return tuple(c)
+
+    def __str__(self) -> str:
+        return f"reduce[{self.axis}]({self.base})"
+
+
+@attrs.frozen
+class Transposed:
+    """The coordinates of a 2-D `base` with its two axes swapped (a relabelling, no data moves)."""
+
+    base: TVMap
+
+    @property
+    def threads(self) -> int:
+        return self.base.threads
+
+    @property
+    def values(self) -> int:
+        return self.base.values
+
+    @property
+    def tile(self) -> tuple:
+        return tuple(reversed(self.base.tile))
+
+    def coord_table(self) -> np.ndarray:
+        return self.base.coord_table()[..., ::-1].copy()
+
+    def coords(self, t, v, ops) -> tuple:
+        return tuple(reversed(self.base.coords(t, v, ops)))
+
+    def __str__(self) -> str:
+        return f"transpose({self.base})"
+
+
+@attrs.frozen
+class Reshaped:
+    """The coordinates of `base` re-read in a tile of another shape with the same row-major order."""
+
+    base: TVMap
+    new_tile: tuple
+
+    @property
+    def threads(self) -> int:
+        return self.base.threads
+
+    @property
+    def values(self) -> int:
+        return self.base.values
+
+    @property
+    def tile(self) -> tuple:
+        return self.new_tile
+
+    def coord_table(self) -> np.ndarray:
+        c = self.base.coord_table()
+        flat = np.ravel_multi_index(tuple(np.moveaxis(c, -1, 0)), self.base.tile)
+        return np.stack(np.unravel_index(flat, self.new_tile), axis=-1)
+
+    def coords(self, t, v, ops) -> tuple:
+        c = self.base.coords(t, v, ops)
+        flat = c[0]
+        for axis, extent in zip(c[1:], self.base.tile[1:], strict=True):
+            flat = ops.add(ops.mul(flat, extent), axis)
+        return unravel(flat, self.new_tile, ops)
+
+    def __str__(self) -> str:
+        return f"reshape({self.base}, {list(self.new_tile)})"
+
+
+TVMap = Union[TVLayout, Projected, Transposed, Reshaped]
+
+
+@attrs.frozen
+class FragType:
+    dtype: str
+    coords: TVMap
+
+    @property
+    def tile(self) -> tuple:
+        return self.coords.tile
+
+    @property
+    def threads(self) -> int:
+        return self.coords.threads
+
+    @property
+    def values(self) -> int:
+        return self.coords.values
+
+    def __str__(self) -> str:
+        return f"{self.dtype}{list(self.tile)} tv={self.coords}"
+
+
+# ---------------------------------------------------------------------------------------------
+# views: rectangular tiles of global tensors or shared allocations
+
+
+@attrs.frozen
+class Slice:
+    start: IExpr
+    extent: int  # constant; the front end proves stop - start is constant
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class Index:
+    index: IExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class View:
+    base: str
+    space: str  # "global" | "shared"
+    index: tuple  # one Slice or Index per dimension of the base
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+    @property
+    def tile(self) -> tuple:
+        return tuple(s.extent for s in self.index if isinstance(s, Slice))
+
+    def tile_axes(self) -> tuple:
+        """Which base dimension each tile axis comes from."""
+        return tuple(i for i, s in enumerate(self.index) if isinstance(s, Slice))
+
+
+# ---------------------------------------------------------------------------------------------
+# fragment-producing operations (right-hand sides of `Assign`)
+
+
+@attrs.frozen
+class Load:
+    src: View
+    tv: TVLayout
+    mask: bool  # out-of-bounds elements (of a global tensor) read `other` instead of faulting
+    other: float = 0.0
+    vec: int | None = None  # explicit vector width in elements; None: chosen by the lowering
+
+
+@attrs.frozen
+class Full:
+    dtype: str
+    tv: TVLayout
+    value: float
+
+
+@attrs.frozen
+class FConst:
+    value: float
+
+
+@attrs.frozen
+class FScalar:
+    """A scalar kernel parameter or integer expression used as a float operand."""
+
+    expr: IExpr
+
+
+Operand = Union[str, FConst, FScalar]  # str: a fragment variable
+
+ELEMENTWISE_BINARY = ("+", "-", "*", "/", "max", "min")
+ELEMENTWISE_UNARY = ("neg", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "recip")
+
+
+@attrs.frozen
+class Elementwise:
+    op: str
+    args: tuple  # of Operand
+
+
+@attrs.frozen
+class Cast:
+    arg: str
+    dtype: str
+
+
+REDUCE_OPS = ("sum", "max", "min")
+
+
+@attrs.frozen
+class Reduce:
+    """Reduce over tile axis `axis` within `scope`.
+
+    scope "thread": over the values a thread holds; scope "warp": additionally a butterfly over
+    the lane bits in `lanes` (one shfl.xor per bit). The result keeps (t, v): every value holds
+    the reduction of its group, and its coordinate on `axis` becomes 0.
+    """
+
+    op: str
+    arg: str
+    axis: int
+    scope: str
+    lanes: int = 0
+
+
+@attrs.frozen
+class Shuffle:
+    """Warp shuffle of every value: mode "xor" (lane ^ arg), "idx" (lane arg), "up", "down"."""
+
+    arg: str
+    mode: str
+    lane_arg: IExpr
+
+
+MMA_ATOMS = {
+    # name: (M, N, K, allowed (a/b dtype, c dtype) pairs)
+    "fma": (1, 1, 1, (("f32", "f32"), ("f64", "f64"), ("f16", "f32"), ("bf16", "f32"))),
+    "m16n8k16": (16, 8, 16, (("f16", "f32"), ("bf16", "f32"), ("f16", "f16"))),
+    "m16n8k8": (16, 8, 8, (("f16", "f32"), ("bf16", "f32"))),
+}
+
+
+@attrs.frozen
+class Mma:
+    """c + a @ b over fragment tiles a (M, K), b (K, N), c (M, N).
+
+    atom "fma": each thread multiplies the a and b values it holds for each of its c values
+    (SIMT; the layouts must give every thread all the (i, k) and (k, j) its c values need).
+    Tensor-core atoms use the PTX fragment layouts of mma.sync.
+    """
+
+    a: str
+    b: str
+    c: str
+    atom: str
+
+
+@attrs.frozen
+class Ldmatrix:
+    src: View
+    count: int  # x1, x2, x4
+    trans: bool
+    tv: TVLayout
+
+
+@attrs.frozen
+class Relabel:
+    """The same registers with new coordinates (transpose / reshape); the Assign's type says how."""
+
+    arg: str
+
+
+FragOp = Union[Load, Full, Elementwise, Cast, Reduce, Shuffle, Mma, Ldmatrix, Relabel]
+
+# ---------------------------------------------------------------------------------------------
+# statements
+
+
+@attrs.frozen
+class Let:
+    name: str
+    value: IExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class Assign:
+    name: str
+    op: FragOp
+    type: FragType
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class SharedAlloc:
+    name: str
+    dtype: str
+    shape: tuple
+    layout: LayoutLike  # coordinate -> element offset; shape congruent to `shape`
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+    @property
+    def size_elems(self) -> int:
+        return self.layout.cosize
+
+
+@attrs.frozen
+class Store:
+    dst: View
+    value: str
+    mask: bool
+    where: IExpr | None = None
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class CopyAsync:
+    """cp.async global -> shared of `vec` elements per thread and instruction; completes at a wait."""
+
+    dst: View
+    src: View
+    tv: TVLayout
+    mask: bool
+    vec: int
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class Commit:
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class Wait:
+    """Wait until at most `pending` committed async-copy groups are still in flight."""
+
+    pending: int
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class Barrier:
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class For:
+    var: str
+    start: IExpr
+    stop: IExpr
+    step: int
+    body: tuple
+    unroll: int | None = None
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class If:
+    cond: IExpr
+    then: tuple
+    orelse: tuple = ()
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class Assert:
+    """A tag assertion: `cond` must hold for every block, thread, value and loop iteration.
+
+    `frags` are the fragments whose tags/coords it mentions; they must share (t, v) shape.
+    """
+
+    cond: IExpr
+    frags: tuple
+    source: str = ""
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+Stmt = Union[Let, Assign, SharedAlloc, Store, CopyAsync, Commit, Wait, Barrier, For, If, Assert]
+
+# ---------------------------------------------------------------------------------------------
+# the kernel
+
+
+@attrs.frozen
+class TensorParam:
+    name: str
+    dtype: str
+    shape: tuple  # of IExpr (IVar for symbolic sizes, IConst)
+    output: bool
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@attrs.frozen
+class ScalarParam:
+    name: str
+    dtype: str
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class TagDecl:
+    """`tag X[i, j] = (e0, e1)`: element (i, j) of X carries tag (e0, e1) (inputs) or must (outputs)."""
+
+    tensor: str
+    index_vars: tuple
+    components: tuple  # of IExpr over index_vars, sizes, tagfns
+    once: bool = False  # outputs: every element written exactly once
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class TagFn:
+    name: str
+    params: tuple
+    body: IExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class Kernel:
+    name: str
+    params: tuple  # TensorParam | ScalarParam, in signature order (outputs last)
+    consts: tuple  # ((name, value), ...) after instantiation
+    sizes: tuple  # names of symbolic sizes, in order of first appearance
+    requires: tuple  # of IExpr
+    grid: tuple  # 3 IExpr
+    block: int
+    tags: tuple  # of TagDecl
+    tagfns: tuple  # of TagFn
+    body: tuple  # of Stmt
+    source_file: str = "<string>"
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+    def param(self, name: str):
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def tensors(self) -> tuple:
+        return tuple(p for p in self.params if isinstance(p, TensorParam))
+
+    @property
+    def inputs(self) -> tuple:
+        return tuple(p for p in self.tensors if not p.output)
+
+    @property
+    def outputs(self) -> tuple:
+        return tuple(p for p in self.tensors if p.output)
+
+    def tag_of(self, tensor: str) -> TagDecl | None:
+        for t in self.tags:
+            if t.tensor == tensor:
+                return t
+        return None
+
+    def shared_allocs(self) -> list:
+        return [s for s in walk_stmts(self.body) if isinstance(s, SharedAlloc)]
+
+
+def walk_stmts(body):
+    """Every statement, depth first, loop and branch bodies included."""
+    for s in body:
+        yield s
+        if isinstance(s, For):
+            yield from walk_stmts(s.body)
+        elif isinstance(s, If):
+            yield from walk_stmts(s.then)
+            yield from walk_stmts(s.orelse)
+
+
+def layout_offset(layout: LayoutLike, coords: tuple, ops):
+    """Offset of the element at `coords` (one entry per top-level mode) under a shared layout."""
+    inner = layout.inner if isinstance(layout, ComposedLayout) else layout
+    if inner.rank == 1 and len(coords) == 1:
+        off = inner.apply(coords[0], ops)
+    else:
+        off = None
+        for i, c in enumerate(coords):
+            term = inner.mode(i).apply(c, ops)
+            off = term if off is None else ops.add(off, term)
+    if isinstance(layout, ComposedLayout):
+        off = layout.outer.apply(off, ops)
+    return off

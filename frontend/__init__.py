@@ -1,0 +1,49 @@
+"""The Argus front end: `.arg` source -> checked, instantiated IR (`argus_verify.ir.Kernel`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from argus_verify import ir
+from argus_verify.diagnostics import ArgusError, ArgusTypeError, Span
+from frontend.build import KernelBuilder, build_tagfn, span_of
+from frontend.parser import parse
+
+
+def compile_source(text: str, filename: str = "<string>", consts: Mapping[str, int] | None = None,
+                   kernel: str | None = None) -> ir.Kernel:
+    """Parse and check `text`, and instantiate one kernel with compile-time `consts`."""
+    tree = parse(text, filename)
+    tagfns = {}
+    kernels = []
+    for item in tree.children:
+        if item.data == "tagfn_def":
+            fn = build_tagfn(item, filename)
+            tagfns[fn.name] = fn
+        elif item.data == "kernel":
+            kernels.append(item)
+    if not kernels:
+        raise ArgusTypeError("no kernel in this file", Span(filename, 1, 1))
+    if kernel is None:
+        chosen = kernels[0]
+    else:
+        named = [k for k in kernels if str(k.children[0]) == kernel]
+        if not named:
+            names = ", ".join(str(k.children[0]) for k in kernels)
+            raise ArgusError(f"no kernel named '{kernel}' (this file has: {names})", Span(filename, 1, 1))
+        chosen = named[0]
+    return KernelBuilder(chosen, filename, tagfns, consts or {}).build()
+
+
+def compile_file(path: str | Path, consts: Mapping[str, int] | None = None,
+                 kernel: str | None = None) -> ir.Kernel:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ArgusError(f"cannot read {path}: {e.strerror}") from None
+    return compile_source(text, str(path), consts, kernel)
+
+
+__all__ = ["compile_source", "compile_file", "parse", "span_of"]
