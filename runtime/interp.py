@@ -369,7 +369,11 @@ class Interpreter:
         if op.atom != "fma":
             raise ArgusRuntimeError(f"the interpreter does not run mma atom {op.atom} yet", s.span)
         a, b, c = env[op.a], env[op.b], env[op.c]
-        ia, ib = fma_pairing(self.k, op, s)
+        key = (op, s.span)
+        cache = self.__dict__.setdefault("_pairings", {})
+        if key not in cache:
+            cache[key] = fma_pairing(self.frag_type(op.a), self.frag_type(op.b), s.type)
+        ia, ib = cache[key]
         t = np.arange(self.T)[:, None, None]
         prod = a[:, t, ia].astype(np.float64) * b[:, t, ib].astype(np.float64)
         # products are exact in f64 and summed in order, then rounded once per k-step is not what
@@ -426,16 +430,8 @@ def flat_coords(typ: ir.FragType) -> np.ndarray:
     return np.ravel_multi_index(tuple(np.moveaxis(c, -1, 0)), typ.tile)
 
 
-_PAIRING_CACHE: dict = {}
-
-
-def fma_pairing(kernel, op: ir.Mma, s: ir.Assign):
+def fma_pairing(ta: ir.FragType, tb: ir.FragType, tc: ir.FragType):
     """For each thread and c value, the a and b value indices of its K products (atom fma)."""
-    key = (id(kernel), op)
-    if key in _PAIRING_CACHE:
-        return _PAIRING_CACHE[key]
-    types = {a.name: a.type for a in ir.walk_stmts(kernel.body) if isinstance(a, ir.Assign)}
-    ta, tb, tc = types[op.a], types[op.b], s.type
     K = ta.tile[1]
     ca, cb, cc = ta.coords.coord_table(), tb.coords.coord_table(), tc.coords.coord_table()
     T, Vc = cc.shape[:2]
@@ -452,7 +448,6 @@ def fma_pairing(kernel, op: ir.Mma, s: ir.Assign):
             for k in range(K):
                 ia[t, v, k] = amap[(int(i), k)]
                 ib[t, v, k] = bmap[(k, int(j))]
-    _PAIRING_CACHE[key] = (ia, ib)
     return ia, ib
 
 
