@@ -152,7 +152,10 @@ class KernelBuilder:
     # -- kernel ----------------------------------------------------------------------------
     def build(self) -> ir.Kernel:
         t = self.tree
-        name_tok, const_params, params, arrow, outputs, suite = t.children
+        children = list(t.children)
+        if len(children) == 5:
+            children.insert(1, None)  # `const_params?` leaves no placeholder when there is no <...>
+        name_tok, const_params, params, arrow, outputs, suite = children
         self.kname = str(name_tok)
         if const_params is not None:
             self._const_params(const_params)

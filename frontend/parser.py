@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-from lark.indenter import Indenter
+from lark.indenter import DedentError, Indenter
 
 from argus_verify.diagnostics import SOURCES, ArgusSyntaxError, Span
 
@@ -26,6 +26,20 @@ class _ArgusIndenter(Indenter):
     DEDENT_type = "_DEDENT"
     tab_len = 8
 
+    def handle_NL(self, token: Token):
+        try:
+            yield from super().handle_NL(token)
+        except DedentError:
+            raise _BadDedent(token) from None
+
+
+class _BadDedent(Exception):
+    """A line indented less than its block but more than the enclosing one."""
+
+    def __init__(self, token: Token):
+        super().__init__("unindent does not match any outer indentation level")
+        self.token = token
+
 
 @functools.cache
 def _parser() -> Lark:
@@ -39,24 +53,76 @@ def _parser() -> Lark:
     )
 
 
-# Human names for the grammar's terminals, for "expected ..." messages.
+# Human names for the grammar's terminals, for "expected ..." messages (keywords and punctuation
+# are named by their text, taken from the grammar).
 _TERMINAL_NAMES = {
     "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "DTYPE": "a dtype (f32, bf16, ...)",
-    "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COLON": "':'", "COMMA": "','",
-    "EQUAL": "'='", "_NL": "end of line", "_INDENT": "an indented block", "_DEDENT": "end of block",
-    "ARROW": "'->'", "LESSTHAN": "'<'", "MORETHAN": "'>'", "DOT": "'.'", "COMP_OP": "a comparison",
-    "ADD_OP": "'+' or '-'", "MUL_OP": "'*', '/', '//' or '%'", "COMPOSE": "'o'", "KERNEL": "'kernel'",
-    "MINUS": "'-'", "PLUS": "'+'", "$END": "end of file",
+    "_NL": "end of line", "_INDENT": "an indented block", "_DEDENT": "end of block",
+    "COMP_OP": "a comparison", "ADD_OP": "'+'", "MUL_OP": "'*'", "SHIFT_OP": "'<<'", "$END": "end of file",
 }
+# The most helpful alternatives first: what closes or continues the construct being written.
+_PRIORITY = ["RPAR", "RSQB", "COMMA", "COLON", "_INDENT", "_NL", "EQUAL", "NAME", "DTYPE", "ARROW"]
+
+
+def _terminal_name(name: str) -> str:
+    if name in _TERMINAL_NAMES:
+        return _TERMINAL_NAMES[name]
+    for t in _parser().terminals:
+        if t.name == name and t.pattern.type == "str":
+            return f"'{t.pattern.value}'"
+    return f"'{name.lower()}'"
 
 
 def _describe_expected(expected) -> str:
-    names = sorted({_TERMINAL_NAMES.get(e, f"'{e.lower()}'") for e in expected if not e.startswith("__")})
+    terms = sorted((e for e in expected if not e.startswith("__")),
+                   key=lambda e: (_PRIORITY.index(e) if e in _PRIORITY else len(_PRIORITY), e))
+    names = list(dict.fromkeys(_terminal_name(e) for e in terms))
     if not names:
         return ""
-    if len(names) > 6:
-        names = names[:6] + ["..."]
+    if len(names) > 5:
+        names = names[:5] + ["..."]
     return ", expected " + " or ".join(names) if len(names) <= 2 else ", expected one of " + ", ".join(names)
+
+
+def _expected(e: UnexpectedInput) -> set:
+    """What the parser could take at the error (the lexer's own guess is coarser)."""
+    ip = getattr(e, "interactive_parser", None)
+    if ip is not None:
+        try:
+            return {k for k in ip.choices() if k.isupper() or k == "$END"}
+        except Exception:  # pragma: no cover - fall back to lark's set
+            pass
+    return set(getattr(e, "expected", None) or getattr(e, "allowed", None) or ())
+
+
+_CLOSE = {")": "(", "]": "[", "}": "{"}
+
+
+def _unclosed_bracket(text: str) -> tuple[str, int, int, int] | None:
+    """The innermost bracket still open at the end of `text` as (char, line, col, offset), or None
+    (also when the brackets are mismatched: the parser's own message says more then)."""
+    stack: list[tuple[str, int, int, int]] = []
+    line, col, i = 1, 1, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "#":
+            j = text.find("\n", i)
+            j = len(text) if j < 0 else j
+            col += j - i
+            i = j
+            continue
+        if ch in "([{":
+            stack.append((ch, line, col, i))
+        elif ch in _CLOSE:
+            if not stack or stack[-1][0] != _CLOSE[ch]:
+                return None
+            stack.pop()
+        if ch == "\n":
+            line, col = line + 1, 1
+        else:
+            col += 1
+        i += 1
+    return stack[-1] if stack else None
 
 
 def parse(text: str, filename: str = "<string>") -> Tree:
@@ -67,32 +133,41 @@ def parse(text: str, filename: str = "<string>") -> Tree:
         return _parser().parse(text)
     except UnexpectedInput as e:
         raise _syntax_error(e, text, filename) from None
+    except _BadDedent as e:
+        tok = e.token
+        raise ArgusSyntaxError(str(e), Span(filename, tok.end_line or tok.line, tok.end_column or 1)) from None
 
 
 def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ArgusSyntaxError:
     line, col = getattr(e, "line", 1) or 1, getattr(e, "column", 1) or 1
+    tok = getattr(e, "token", None)
+    at_end = isinstance(e, UnexpectedEOF) or (tok is not None and tok.type in ("$END", "_DEDENT"))
+    err_pos = len(text) if at_end or tok is None else (tok.start_pos or 0)
+    if at_end or isinstance(e, UnexpectedToken):
+        # an unclosed bracket makes the parser fail far away from it: point at the bracket
+        open_ = _unclosed_bracket(text)
+        if open_ is not None and open_[3] < err_pos and (at_end or open_[1] < line):
+            ch, bline, bcol, _ = open_
+            return ArgusSyntaxError(f"'{ch}' was never closed", Span(filename, bline, bcol, bline, bcol + 1))
     if isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "end of file"
         return ArgusSyntaxError(f"unexpected character {ch!r}", Span(filename, line, col, line, col + 1))
-    if isinstance(e, UnexpectedEOF):
-        last = text.rstrip("\n").count("\n") + 1
-        return ArgusSyntaxError("unexpected end of file" + _describe_expected(e.expected),
-                                Span(filename, last, 1))
+    expected = _describe_expected(_expected(e))
+    if isinstance(e, UnexpectedEOF) or (tok is not None and tok.type == "$END"):
+        lines = text.rstrip("\n").splitlines() or [""]
+        return ArgusSyntaxError("unexpected end of file" + expected,
+                                Span(filename, len(lines), len(lines[-1]) + 1))
     if isinstance(e, UnexpectedToken):
-        tok: Token = e.token
-        if tok.type == "$END":
-            last = text.rstrip("\n").count("\n") + 1
-            return ArgusSyntaxError("unexpected end of file" + _describe_expected(e.expected),
-                                    Span(filename, last, len(text.rstrip("\n").splitlines()[-1]) + 1))
         if tok.type == "_INDENT":
-            return ArgusSyntaxError("unexpected indentation", Span(filename, tok.end_line or line, 1))
+            return ArgusSyntaxError("unexpected indentation",
+                                    Span(filename, tok.end_line or line, tok.end_column or 1))
         if tok.type == "_DEDENT":
-            return ArgusSyntaxError("unexpected end of block" + _describe_expected(e.expected),
-                                    Span(filename, line, col))
+            return ArgusSyntaxError("unexpected end of block" + expected, Span(filename, line, col))
         if tok.type == "_NL":
-            return ArgusSyntaxError("unexpected end of line" + _describe_expected(e.expected),
-                                    Span(filename, line, col))
+            if "COLON" in _expected(e):  # a block header (kernel, for, if, else) without its ':'
+                expected = ", expected ':'"
+            return ArgusSyntaxError("unexpected end of line" + expected, Span(filename, line, col))
         width = max(1, len(str(tok.value)))
-        return ArgusSyntaxError(f"unexpected {str(tok.value)!r}" + _describe_expected(e.expected),
+        return ArgusSyntaxError(f"unexpected {str(tok.value)!r}" + expected,
                                 Span(filename, line, col, line, col + width))
     return ArgusSyntaxError(str(e).splitlines()[0], Span(filename, line, col))
