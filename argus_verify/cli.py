@@ -47,6 +47,8 @@ def parse_assignments(text: str | None, what: str) -> dict[str, int]:
         name, sep, value = part.partition("=")
         if not sep or not name.isidentifier():
             raise UsageError(f"bad {what} '{part}': expected NAME=INTEGER, e.g. M=128")
+        if name in out:
+            raise UsageError(f"{what} {name} given twice")
         try:
             out[name] = int(value, 0)
         except ValueError:
@@ -152,6 +154,9 @@ def resolve_sizes(args, kernel, ref) -> dict[str, int]:
     if missing:
         raise UsageError(f"no value for size {missing[0]}: give --shape {missing[0]}=... "
                          "(or SHAPES in the reference file)")
+    bad = [s for s in kernel.sizes if sizes[s] <= 0]
+    if bad:
+        raise UsageError(f"size {bad[0]} must be positive, got {sizes[bad[0]]}")
     return sizes
 
 
@@ -261,7 +266,7 @@ def cmd_verify(args) -> int:
     report = smt.verify(k, timeout_s=args.timeout, shapes=given or None)
     replays = []
     if args.replay:
-        from smt.replay import replay_all
+        from argus_verify.replay import replay_all
 
         replays = replay_all(k, report, args.file)
     if args.json:

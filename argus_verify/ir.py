@@ -14,15 +14,13 @@ tensor or shared allocation; a load/store pairs a view with a fragment coordinat
 
 from __future__ import annotations
 
-from typing import Union
-
 import attrs
 import numpy as np
 
 from argus_verify.diagnostics import NO_SPAN, Span
 from argus_verify.layout import ComposedLayout, Layout
 
-LayoutLike = Union[Layout, ComposedLayout]
+LayoutLike = Layout | ComposedLayout
 
 # ---------------------------------------------------------------------------------------------
 # dtypes
@@ -130,7 +128,7 @@ class ICall:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
-IExpr = Union[IConst, IVar, ISpecial, IBin, IUn, ISelect, ITag, ICoord, ICall]
+IExpr = IConst | IVar | ISpecial | IBin | IUn | ISelect | ITag | ICoord | ICall
 
 
 def walk_iexpr(e: IExpr):
@@ -306,7 +304,7 @@ class Reshaped:
         return f"reshape({self.base}, {list(self.new_tile)})"
 
 
-TVMap = Union[TVLayout, Projected, Transposed, Reshaped]
+TVMap = TVLayout | Projected | Transposed | Reshaped
 
 
 @attrs.frozen
@@ -395,7 +393,7 @@ class FScalar:
     expr: IExpr
 
 
-Operand = Union[str, FConst, FScalar]  # str: a fragment variable
+Operand = str | FConst | FScalar  # str: a fragment variable
 
 ELEMENTWISE_BINARY = ("+", "-", "*", "/", "max", "min")
 ELEMENTWISE_UNARY = ("neg", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "recip")
@@ -479,7 +477,7 @@ class Relabel:
     arg: str
 
 
-FragOp = Union[Load, Full, Elementwise, Cast, Reduce, Shuffle, Mma, Ldmatrix, Relabel]
+FragOp = Load | Full | Elementwise | Cast | Reduce | Shuffle | Mma | Ldmatrix | Relabel
 
 # ---------------------------------------------------------------------------------------------
 # statements
@@ -584,7 +582,7 @@ class Assert:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
-Stmt = Union[Let, Assign, SharedAlloc, Store, CopyAsync, Commit, Wait, Barrier, For, If, Assert]
+Stmt = Let | Assign | SharedAlloc | Store | CopyAsync | Commit | Wait | Barrier | For | If | Assert
 
 # ---------------------------------------------------------------------------------------------
 # the kernel

@@ -126,15 +126,16 @@ def fmt_stmt(s, indent: int = 1) -> list[str]:
 
 
 def format_kernel(k: ir.Kernel) -> str:
-    params = []
+    params, outputs = [], []
     for p in k.params:
         if isinstance(p, ir.TensorParam):
             dims = ", ".join(fmt_iexpr(d) for d in p.shape)
-            params.append(f"{'-> ' if p.output else ''}{p.name}: {p.dtype}[{dims}]")
+            (outputs if p.output else params).append(f"{p.name}: {p.dtype}[{dims}]")
         else:
             params.append(f"{p.name}: {p.dtype}")
     consts = ", ".join(f"{n}={v}" for n, v in k.consts)
-    lines = [f"kernel {k.name}<{consts}>({', '.join(params)})",
+    outs = outputs[0] if len(outputs) == 1 else f"({', '.join(outputs)})"
+    lines = [f"kernel {k.name}<{consts}>({', '.join(params)}) -> {outs}",
              f"  sizes: {', '.join(k.sizes) or '-'}",
              f"  grid: ({', '.join(fmt_iexpr(g) for g in k.grid)})   block: {k.block} threads "
              f"({k.block // 32} warps)"]

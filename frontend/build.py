@@ -20,12 +20,14 @@ from frontend.linear import constant_difference
 DTYPES = tuple(ir.DTYPE_BYTES)
 RESERVED = {"grid", "block", "load", "store", "zeros", "full", "shared", "copy_async", "commit", "wait",
             "barrier", "mma", "cast", "ldmatrix", "Swizzle", "range", "cdiv", "min", "max", "tag",
-            "coord", "row_major", "col_major", "transpose", "reshape", "block_id", "thread_id", "warp_id", "lane_id", "num_blocks",
+            "coord", "row_major", "col_major", "transpose", "reshape", "block_id", "thread_id", "warp_id",
+            "lane_id", "num_blocks",
             "inf", "nan", *DTYPES}
 UNARY_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt",
               "abs": "abs", "recip": "recip"}
 REDUCERS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min"}
 SHUFFLES = {"shfl_xor": "xor", "shfl_idx": "idx", "shfl_up": "up", "shfl_down": "down"}
+MAX_VALUES_PER_THREAD = 4096  # far beyond the 255 registers of a thread; keeps the checks' tables small
 
 
 def span_of(filename: str, node) -> Span:
@@ -111,6 +113,7 @@ class KernelBuilder:
         self.tmp = 0
         self.out: list = []  # statement list being filled
         self.loop_vars: set[str] = set()
+        self.divergent = 0  # depth of if-statements whose condition differs between threads
 
     # -- diagnostics -----------------------------------------------------------------------
     def sp(self, node) -> Span:
@@ -317,6 +320,9 @@ class KernelBuilder:
         fname = str(e.children[0].children[0])
         args, kwargs = self.split_args(e.children[1])
         if fname in ("grid", "block"):
+            if len(self.scopes) > 1:
+                raise self.err(e, f"{fname}(...) belongs at the top level of the kernel, not inside a loop "
+                                  "or if")
             return  # handled by _launch
         if fname == "store":
             self.store(e, args, kwargs)
@@ -343,6 +349,14 @@ class KernelBuilder:
         if args or kwargs:
             raise self.err(node, f"{node.children[0].children[0]}() takes no arguments")
 
+    def keyword_value(self, node, keywords) -> Val:
+        """An argument that is one of a few bare words (scope=warp, atom=m16n8k16, x4): any other bare
+        word is a NameVal too, so the caller names the alternatives instead of 'unknown name'."""
+        if node.data == "name" and str(node.children[0]) not in keywords and \
+                self.lookup(str(node.children[0])) is None:
+            return NameVal(str(node.children[0]))
+        return self.value(node)
+
     def check_kwargs(self, node, kwargs: dict, allowed):
         for k, (knode, _) in kwargs.items():
             if k not in allowed:
@@ -355,7 +369,9 @@ class KernelBuilder:
         name = str(name_tok)
         v = self.value(rhs)
         if isinstance(v, IntVal):
-            self.bind(name, IntVal(ir.IVar(name, self.sp(name_tok)), v.uniform), name_tok)
+            # a value assigned under a per-thread condition differs between threads, whatever it is
+            uniform = v.uniform and not self.divergent
+            self.bind(name, IntVal(ir.IVar(name, self.sp(name_tok)), uniform), name_tok)
             self.out.append(ir.Let(name, v.expr, self.sp(n)))
         elif isinstance(v, FragVal):
             # rename the temporary that holds the value, so the IR names what the user named
@@ -389,6 +405,10 @@ class KernelBuilder:
         if any(t.tensor == name for t in self.tags):
             raise self.err(name_tok, f"tensor '{name}' is tagged twice")
         idx = [str(x) for x in names.children]
+        for i, x in enumerate(idx):
+            if x in idx[:i]:
+                raise self.err(names.children[i], f"index variable '{x}' appears twice in the tag of "
+                                                  f"'{name}'")
         if len(idx) != tp.rank:
             raise self.err(names, f"tensor '{name}' has rank {tp.rank} but the tag binds {len(idx)} "
                                   f"index variable{'s' if len(idx) != 1 else ''}")
@@ -485,17 +505,21 @@ class KernelBuilder:
         v = self.value(cond_node)
         if not isinstance(v, IntVal):
             raise self.err(cond_node, "an if condition must be an integer or boolean expression")
-        self.scopes.append({})
-        then = self.stmts(suite.children)
-        self.merge_scope()
-        orelse: list = []
-        if elifs:
-            first = elifs[0]
-            orelse = [self._if(first.children[0], first.children[1], elifs[1:], else_c, first)]
-        elif else_c is not None:
+        self.divergent += not v.uniform
+        try:
             self.scopes.append({})
-            orelse = self.stmts(else_c.children[0].children)
+            then = self.stmts(suite.children)
             self.merge_scope()
+            orelse: list = []
+            if elifs:
+                first = elifs[0]
+                orelse = [self._if(first.children[0], first.children[1], elifs[1:], else_c, first)]
+            elif else_c is not None:
+                self.scopes.append({})
+                orelse = self.stmts(else_c.children[0].children)
+                self.merge_scope()
+        finally:
+            self.divergent -= not v.uniform
         return ir.If(v.expr, tuple(then), tuple(orelse), self.sp(n))
 
     # -- memory statements -----------------------------------------------------------------
@@ -589,6 +613,9 @@ class KernelBuilder:
         if tv.threads != self.block:
             raise self.err(node, f"tv layout {layout} spans {tv.threads} threads but the block has "
                                  f"{self.block}")
+        if tv.values > MAX_VALUES_PER_THREAD:
+            raise self.err(node, f"tv layout {layout} gives each thread {tv.values} values; a fragment holds "
+                                 f"at most {MAX_VALUES_PER_THREAD} per thread")
         flat = tv.flat_table()
         n = math.prod(tile)
         if flat.min() < 0 or flat.max() >= n:
@@ -645,8 +672,16 @@ class KernelBuilder:
     def _value(self, n) -> Val:
         kind = n.data
         if kind == "int_lit":
-            text = str(n.children[0]).replace("_", "")
-            return IntVal(ir.IConst(int(text, 0), self.sp(n)), True)
+            text = str(n.children[0])
+            try:
+                value = int(text.replace("_", ""), 0)
+            except ValueError:
+                zeros = " (leading zeros are not allowed)" if text[1:2].isdigit() else ""
+                raise self.err(n, f"invalid integer literal '{text}'{zeros}") from None
+            if value >= 2**63:
+                shown = text if len(text) <= 24 else text[:24] + "..."
+                raise self.err(n, f"integer literal {shown} does not fit in 64 bits")
+            return IntVal(ir.IConst(value, self.sp(n)), True)
         if kind == "float_lit":
             return FloatVal(float(str(n.children[0])))
         if kind in ("true_lit", "false_lit"):
@@ -761,14 +796,23 @@ class KernelBuilder:
             return NameVal(name)
         raise self.err(n, f"unknown name '{name}'", note=self.suggest(name))
 
-    def suggest(self, name: str) -> str | None:
+    def suggest(self, name: str, functions: bool = False) -> str | None:
         import difflib
-        pool = list(self.consts) + self.sizes + [p.name for p in self.params] + list(self.shared)
-        for s in self.scopes:
-            pool += list(s)
+        if functions:
+            pool = [m[5:] for m in dir(self) if m.startswith("call_") and m != "call_tagfn"]
+            pool += list(UNARY_MATH) + list(REDUCERS) + list(SHUFFLES) + list(self.tagfns)
+            pool += ["store", "copy_async", "commit", "wait", "barrier", "grid", "block"]
+            close = difflib.get_close_matches(name, pool, n=1)
+            return f"did you mean '{close[0]}'?" if close else None
+        # innermost names first: among equally close names, prefer the one just assigned
+        pool = [k for s in reversed(self.scopes) for k in s]
+        pool += list(self.shared) + [p.name for p in self.params] + self.sizes + list(self.consts)
         pool += ["thread_id", "warp_id", "lane_id", "block_id"]
-        close = difflib.get_close_matches(name, pool, n=1)
-        return f"did you mean '{close[0]}'?" if close else None
+        close = difflib.get_close_matches(name, pool, n=5, cutoff=0.5)
+        if not close:
+            return None
+        best = min(close, key=lambda c: (edit_distance(name, c), pool.index(c)))
+        return f"did you mean '{best}'?"
 
     def attribute(self, n) -> Val:
         base, attr = n.children
@@ -782,9 +826,13 @@ class KernelBuilder:
     def int_bin(self, n, op: str, a: IntVal, b: IntVal) -> IntVal:
         ea, eb = a.expr, b.expr
         if isinstance(ea, ir.IConst) and isinstance(eb, ir.IConst):
+            if op == "<<" and eb.value >= 64:
+                raise self.err(n, f"shift by {eb.value} in a constant expression overflows 64 bits")
             value = fold(op, ea.value, eb.value)
             if value is None:
                 raise self.err(n, f"division by zero in a constant expression ({ea.value} {op} {eb.value})")
+            if not -2**63 <= value < 2**63:
+                raise self.err(n, f"constant expression ({ea.value} {op} {eb.value}) overflows 64 bits")
             return IntVal(ir.IConst(value, self.sp(n)), True)
         return IntVal(ir.IBin(op, ea, eb, self.sp(n)), a.uniform and b.uniform)
 
@@ -885,7 +933,7 @@ class KernelBuilder:
             raise self.err(subs, f"'{name}' has {len(dims)} dimension{'s' if len(dims) != 1 else ''} but "
                                  f"{len(items)} {'were' if len(items) != 1 else 'was'} indexed")
         index = []
-        for (dim_expr, const_extent), item in zip(dims, items, strict=True):
+        for (_dim, const_extent), item in zip(dims, items, strict=True):
             if item.data == "sub_index":
                 v = self.value(item.children[0])
                 if not isinstance(v, IntVal):
@@ -948,7 +996,7 @@ class KernelBuilder:
         args, kwargs = self.split_args(args_node)
         if fname in self.tagfns:
             return self.call_tagfn(n, fname, args, kwargs)
-        handler = getattr(self, f"call_{fname}", None)
+        handler = getattr(self, f"call_{fname}", None) if fname != "tagfn" else None
         if fname in UNARY_MATH:
             self.check_kwargs(n, kwargs, ())
             if len(args) != 1:
@@ -966,7 +1014,10 @@ class KernelBuilder:
         if handler is None:
             if fname in ("store", "copy_async", "commit", "wait", "barrier", "grid", "block"):
                 raise self.err(n, f"{fname}(...) is a statement and has no value")
-            raise self.err(fn_node, f"unknown function '{fname}'", note=self.suggest(fname))
+            if fname in ("tag", "coord"):
+                raise self.err(n, f"{fname}(x) needs a component, {fname}(x)[k], and can only be used in an "
+                                  "assertion")
+            raise self.err(fn_node, f"unknown function '{fname}'", note=self.suggest(fname, functions=True))
         return handler(n, args, kwargs)
 
     def call_tagfn(self, n, fname, args, kwargs) -> IntVal:
@@ -1043,6 +1094,9 @@ class KernelBuilder:
             if modes != shape:
                 raise self.err(kwargs["layout"][1], f"layout {layout} has shape {fmt_shape(modes)} but the "
                                                     f"allocation is {list(shape)}")
+            if any(d < 0 and e > 1 for e, d in inner.flat_modes()):
+                raise self.err(kwargs["layout"][1], f"layout {layout} has a negative stride: shared offsets "
+                                                    "must be non-negative")
         else:
             layout = row_major(shape)
         nbytes = layout.cosize * ir.DTYPE_BYTES[t.dtype]
@@ -1110,6 +1164,12 @@ class KernelBuilder:
         self.check_kwargs(n, kwargs, ())
         if len(args) != 2:
             raise self.err(n, "cast(fragment, dtype) takes two arguments")
+        if args[1].data == "name" and str(args[1].children[0]) not in DTYPES:
+            import difflib
+            bad = str(args[1].children[0])
+            close = difflib.get_close_matches(bad, DTYPES, n=1)
+            raise self.err(args[1], f"cast()'s second argument must be a dtype ({', '.join(DTYPES)}), got "
+                                    f"'{bad}'", note=f"did you mean '{close[0]}'?" if close else None)
         v, d = self.value(args[0]), self.value(args[1])
         if not isinstance(v, FragVal):
             raise self.err(args[0], "cast() takes a fragment")
@@ -1132,7 +1192,7 @@ class KernelBuilder:
             raise self.err(kwargs["axis"][1], f"axis {axis} is out of range for a rank-{rank} tile")
         scope = "thread"
         if "scope" in kwargs:
-            s = self.value(kwargs["scope"][1])
+            s = self.keyword_value(kwargs["scope"][1], ("thread", "warp"))
             if not isinstance(s, NameVal) or s.name not in ("thread", "warp"):
                 raise self.err(kwargs["scope"][1], "scope= is thread or warp (block reductions go through "
                                                    "shared memory)")
@@ -1175,9 +1235,10 @@ class KernelBuilder:
                 raise self.err(node, "mma() operands must be fragments")
         atom = "fma"
         if "atom" in kwargs:
-            av = self.value(kwargs["atom"][1])
+            av = self.keyword_value(kwargs["atom"][1], ir.MMA_ATOMS)
             if not isinstance(av, NameVal) or av.name not in ir.MMA_ATOMS:
-                raise self.err(kwargs["atom"][1], f"unknown mma atom; known: {', '.join(ir.MMA_ATOMS)}")
+                what = f" '{av.name}'" if isinstance(av, NameVal) else ""
+                raise self.err(kwargs["atom"][1], f"unknown mma atom{what}; known: {', '.join(ir.MMA_ATOMS)}")
             atom = av.name
         am, an, ak, pairs = ir.MMA_ATOMS[atom]
         if a.type.dtype != b.type.dtype:
@@ -1246,7 +1307,7 @@ class KernelBuilder:
         self.check_kwargs(n, kwargs, ("trans",))
         if len(args) != 2:
             raise self.err(n, "ldmatrix(shared_view, x1|x2|x4, trans=False) takes a view and a count")
-        src, cnt = self.value(args[0]), self.value(args[1])
+        src, cnt = self.value(args[0]), self.keyword_value(args[1], ("x1", "x2", "x4"))
         if not isinstance(src, ViewVal) or src.view.space != "shared":
             raise self.err(args[0], "ldmatrix reads shared memory: pass a shared view")
         if not isinstance(cnt, NameVal) or cnt.name not in ("x1", "x2", "x4"):
@@ -1295,12 +1356,24 @@ def const_of(v: IntVal):
     return v.expr.value if isinstance(v.expr, ir.IConst) else None
 
 
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance, to rank did-you-mean suggestions."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
 def fold(op: str, a: int, b: int):
     if op in ("//", "%", "cdiv") and b == 0:
         return None
+    if op == "<<":  # only the operator asked for is computed (a << b with a huge b is costly)
+        return a << b if b >= 0 else 0
     return {
         "+": a + b, "-": a - b, "*": a * b, "//": a // b if b else 0, "%": a % b if b else 0,
-        "<<": a << b if b >= 0 else 0, ">>": a >> b if b >= 0 else 0, "&": a & b, "|": a | b, "^": a ^ b,
+        ">>": a >> b if b >= 0 else 0, "&": a & b, "|": a | b, "^": a ^ b,
         "min": min(a, b), "max": max(a, b), "cdiv": -(-a // b) if b else 0, "==": int(a == b),
         "!=": int(a != b), "<": int(a < b), "<=": int(a <= b), ">": int(a > b), ">=": int(a >= b),
         "and": int(bool(a) and bool(b)), "or": int(bool(a) or bool(b)),
@@ -1312,6 +1385,9 @@ def build_tagfn(n: Tree, filename: str) -> ir.TagFn:
     params = tuple(str(x) for x in names.children) if names is not None else ()
     b = KernelBuilder.__new__(KernelBuilder)
     KernelBuilder.__init__(b, n, filename, {}, {})
+    for i, p in enumerate(params):
+        if p in params[:i]:
+            raise b.err(names.children[i], f"duplicate parameter '{p}' of tag function '{name_tok}'")
     b.scopes = [{p: IntVal(ir.IVar(p), True) for p in params}]
     v = b.value(expr)
     if not isinstance(v, IntVal):

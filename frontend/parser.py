@@ -26,6 +26,31 @@ class _ArgusIndenter(Indenter):
     DEDENT_type = "_DEDENT"
     tab_len = 8
 
+    def process(self, stream):
+        return super().process(self._comparisons(stream))
+
+    @staticmethod
+    def _comparisons(stream):
+        """'>' closes the compile-time parameter list `kernel name<A=1, B=2>` and is a comparison
+        everywhere else; the lexer cannot tell them apart (the expression states of both contexts are
+        merged), so decide here by position."""
+        prev: list = [None, None]
+        in_params, depth = False, 0
+        for tok in stream:
+            if tok.type == "LESSTHAN" and prev[0] is not None and prev[0].type == "NAME" and \
+                    prev[1] is not None and prev[1].type == "KERNEL":
+                in_params, depth = True, 0
+            elif in_params and tok.type in ("LPAR", "LSQB"):
+                depth += 1
+            elif in_params and tok.type in ("RPAR", "RSQB"):
+                depth -= 1
+            elif tok.type in ("MORETHAN", "COMP_OP") and tok.value == ">":
+                closes = in_params and depth == 0
+                tok = Token.new_borrow_pos("MORETHAN" if closes else "COMP_OP", tok.value, tok)
+                in_params = in_params and not closes
+            prev = [tok, prev[0]]
+            yield tok
+
     def handle_NL(self, token: Token):
         try:
             yield from super().handle_NL(token)
@@ -41,6 +66,13 @@ class _BadDedent(Exception):
         self.token = token
 
 
+def _edit_terminal(t) -> None:
+    # '<<' and '>>' must win over the comparison '<' / '>' (same priority and width otherwise, and the
+    # lexer would take '1 << 2' as '1 < < 2').
+    if t.name == "SHIFT_OP":
+        t.priority = max(t.priority, 1)
+
+
 @functools.cache
 def _parser() -> Lark:
     return Lark(
@@ -50,6 +82,7 @@ def _parser() -> Lark:
         postlex=_ArgusIndenter(),
         propagate_positions=True,
         maybe_placeholders=True,
+        edit_terminals=_edit_terminal,
     )
 
 
@@ -59,9 +92,11 @@ _TERMINAL_NAMES = {
     "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "DTYPE": "a dtype (f32, bf16, ...)",
     "_NL": "end of line", "_INDENT": "an indented block", "_DEDENT": "end of block",
     "COMP_OP": "a comparison", "ADD_OP": "'+'", "MUL_OP": "'*'", "SHIFT_OP": "'<<'", "$END": "end of file",
+    "an expression": "an expression",
 }
 # The most helpful alternatives first: what closes or continues the construct being written.
-_PRIORITY = ["RPAR", "RSQB", "COMMA", "COLON", "_INDENT", "_NL", "EQUAL", "NAME", "DTYPE", "ARROW"]
+_PRIORITY = ["RPAR", "RSQB", "COMMA", "COLON", "_INDENT", "_NL", "EQUAL", "an expression", "NAME", "DTYPE",
+             "ARROW"]
 
 
 def _terminal_name(name: str) -> str:
@@ -73,7 +108,13 @@ def _terminal_name(name: str) -> str:
     return f"'{name.lower()}'"
 
 
+_EXPR_START = {"NAME", "INT", "FLOAT", "LPAR", "MINUS", "PLUS", "TRUE", "FALSE", "NOT"}
+
+
 def _describe_expected(expected) -> str:
+    expected = set(expected)
+    if {"NAME", "INT", "LPAR"} <= expected:  # anything that starts an expression
+        expected = (expected - _EXPR_START) | {"an expression"}
     terms = sorted((e for e in expected if not e.startswith("__")),
                    key=lambda e: (_PRIORITY.index(e) if e in _PRIORITY else len(_PRIORITY), e))
     names = list(dict.fromkeys(_terminal_name(e) for e in terms))
@@ -135,7 +176,8 @@ def parse(text: str, filename: str = "<string>") -> Tree:
         raise _syntax_error(e, text, filename) from None
     except _BadDedent as e:
         tok = e.token
-        raise ArgusSyntaxError(str(e), Span(filename, tok.end_line or tok.line, tok.end_column or 1)) from None
+        line = tok.end_line or tok.line
+        raise ArgusSyntaxError(str(e), Span(filename, line, tok.end_column or 1)) from None
 
 
 def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ArgusSyntaxError:

@@ -135,7 +135,8 @@ def test_unmasked_out_of_bounds_access_is_a_fault():
     text = (SPECS / "vecadd.arg").read_text().replace(", mask=True)", ")")
     kernel = compile_source(text, "v.arg")
     x = np.ones(1000, dtype=np.float32)
-    with pytest.raises(ArgusRuntimeError, match=r"out-of-bounds access x\[1000\] \(shape \[1000\]\) by block \(0, 0, 0\), thread 250 \(warp 7, lane 26\), value 0"):
+    msg = r"out-of-bounds access x\[1000\] \(shape \[1000\]\) by block \(0, 0, 0\), thread 250 \(warp 7, lane 26\)"
+    with pytest.raises(ArgusRuntimeError, match=msg):
         run(kernel, {"x": x, "y": x}, {"N": 1000})
 
 
