@@ -329,7 +329,7 @@ def cmd_bench(args) -> int:
         return 1
     if not cuda_available():
         raise UsageError("argus bench needs an NVIDIA GPU and pycuda (the 'cuda' extra); none here")
-    from runtime.cuda_backend import bench_report
+    from runtime.bench import bench_report
 
     result = bench_report(k, sizes, ref, reps=args.reps)
     emit(args, result, result.get("text", json.dumps(result)))

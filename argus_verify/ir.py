@@ -641,6 +641,11 @@ class Kernel:
     body: tuple  # of Stmt
     source_file: str = "<string>"
     span: Span = attrs.field(default=NO_SPAN, eq=False)
+    # compiler policies from `policy(...)`: they change the generated code, never the meaning
+    policies: tuple = ()  # ((name, value), ...)
+
+    def policy(self, name: str, default=None):
+        return dict(self.policies).get(name, default)
 
     def param(self, name: str):
         for p in self.params:

@@ -37,16 +37,14 @@ import numpy as np  # noqa: E402
 MiB = 1 << 20
 
 GEMM_VARIANTS = [
-    # (spec, label, compile-time constants, lowering options)
-    ("gemm_simt", "64x64x16 t4x4", {}, {}),
-    ("gemm_simt", "64x64x16 t4x4 no-prefetch", {}, {"prefetch": False}),
-    ("gemm_simt", "128x64x16 t8x4", {"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 4}, {}),
-    ("gemm_simt", "128x64x16 t8x4 2blk", {"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 4}, {"min_blocks_per_sm": 2}),
-    ("gemm_simt", "128x128x8 t8x8 2blk", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, {"min_blocks_per_sm": 2}),
+    # (spec, label, compile-time constants, lowering options); the spec's own policy(...) applies
+    # unless an option overrides it (min_blocks_per_sm=0 removes the directive)
+    ("gemm_simt", "defaults 128x64x16 t8x4 2blk", {}, {}),
+    ("gemm_simt", "128x64x16 t8x4 1blk", {}, {"min_blocks_per_sm": 0}),
+    ("gemm_simt", "64x64x16 t4x4", {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4}, {"min_blocks_per_sm": 0}),
+    ("gemm_simt", "128x128x8 t8x8 2blk", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, {}),
     ("gemm_pipelined", "3 stages", {}, {}),
-    ("gemm_pipelined", "3 stages 4blk", {}, {"min_blocks_per_sm": 4}),
     ("gemm_pipelined", "2 stages", {"STAGES": 2}, {}),
-    ("gemm_pipelined", "4 stages", {"STAGES": 4}, {}),
 ]
 
 

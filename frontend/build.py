@@ -18,7 +18,7 @@ from argus_verify.layout import ComposedLayout, Layout, LayoutError, Swizzle, co
 from frontend.linear import constant_difference
 
 DTYPES = tuple(ir.DTYPE_BYTES)
-RESERVED = {"grid", "block", "load", "store", "zeros", "full", "shared", "copy_async", "commit", "wait",
+RESERVED = {"grid", "block", "policy", "load", "store", "zeros", "full", "shared", "copy_async", "commit", "wait",
             "barrier", "mma", "cast", "ldmatrix", "Swizzle", "range", "cdiv", "min", "max", "tag",
             "coord", "row_major", "col_major", "transpose", "reshape", "block_id", "thread_id", "warp_id",
             "lane_id", "num_blocks",
@@ -109,6 +109,7 @@ class KernelBuilder:
         self.block: int | None = None
         self.grid: tuple | None = None
         self.requires: list = []
+        self.policies: list = []
         self.tags: list[ir.TagDecl] = []
         self.tmp = 0
         self.out: list = []  # statement list being filled
@@ -182,7 +183,7 @@ class KernelBuilder:
             name=self.kname, params=tuple(self.params), consts=tuple(self.consts.items()),
             sizes=tuple(self.sizes), requires=tuple(self.requires), grid=self.grid, block=self.block,
             tags=tuple(self.tags), tagfns=tuple(self.tagfns.values()), body=tuple(body),
-            source_file=self.file, span=self.sp(name_tok))
+            source_file=self.file, span=self.sp(name_tok), policies=tuple(self.policies))
 
     def _const_params(self, node):
         for cp in node.children:
@@ -234,6 +235,9 @@ class KernelBuilder:
             if call is None or call.data != "call" or call.children[0].data != "name":
                 continue
             fname = str(call.children[0].children[0])
+            if fname == "policy":
+                self._policy(call)
+                continue
             if fname not in ("grid", "block"):
                 continue
             args, kwargs = self.split_args(call.children[1])
@@ -266,6 +270,28 @@ class KernelBuilder:
             raise self.err(self.tree.children[0], f"kernel '{self.kname}' has no block(...) statement")
         if self.grid is None:
             raise self.err(self.tree.children[0], f"kernel '{self.kname}' has no grid(...) statement")
+
+    POLICIES = {"min_blocks_per_sm": "int", "maxnreg": "int", "prefetch": "bool"}
+
+    def _policy(self, call):
+        """policy(min_blocks_per_sm=2, maxnreg=128, prefetch=False): code-generation choices."""
+        args, kwargs = self.split_args(call.children[1])
+        if args:
+            raise self.err(args[0], "policy() takes keyword arguments only, e.g. policy(min_blocks_per_sm=2)")
+        for key, (knode, vnode) in kwargs.items():
+            kind = self.POLICIES.get(key)
+            if kind is None:
+                raise self.err(knode, f"unknown policy '{key}' (known: {', '.join(self.POLICIES)})")
+            if any(name == key for name, _ in self.policies):
+                raise self.err(knode, f"policy '{key}' given twice")
+            if kind == "bool":
+                value = self.kw_bool(kwargs, key, True)
+            else:
+                value = self.const_int(vnode, f"policy {key}")
+                limit = 255 if key == "maxnreg" else 32
+                if not 1 <= value <= limit:
+                    raise self.err(vnode, f"policy {key} must be between 1 and {limit}, got {value}")
+            self.policies.append((key, value))
 
     def grid_uniform(self, e: ir.IExpr) -> bool:
         for sub in ir.walk_iexpr(e):
@@ -319,7 +345,7 @@ class KernelBuilder:
             raise self.err(e, "this expression has no effect; expected a call such as store(...)")
         fname = str(e.children[0].children[0])
         args, kwargs = self.split_args(e.children[1])
-        if fname in ("grid", "block"):
+        if fname in ("grid", "block", "policy"):
             if len(self.scopes) > 1:
                 raise self.err(e, f"{fname}(...) belongs at the top level of the kernel, not inside a loop "
                                   "or if")

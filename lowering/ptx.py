@@ -1432,6 +1432,8 @@ class Lowerer:
         lines.append(f".reqntid {self.k.block}, 1, 1")
         if self.min_blocks_per_sm:
             lines.append(f".minnctapersm {self.min_blocks_per_sm}")
+        if self.k.policy("maxnreg") is not None:
+            lines.append(f".maxnreg {self.k.policy('maxnreg')}")
         lines.append("{")
         lines.extend(em.declarations())
         lines.append("    .reg .pred %p_loop;")
@@ -1449,7 +1451,7 @@ class Lowerer:
 
 
 def lower(kernel: ir.Kernel, check: bool = False, *, mma_k_chunk: int | None = None,
-          min_blocks_per_sm: int | None = None, prefetch: bool = True) -> LoweredKernel:
+          min_blocks_per_sm: int | None = None, prefetch: bool | None = None) -> LoweredKernel:
     """Lower one instantiated kernel to PTX.
 
     `check=True` additionally evaluates every generated thread-dependent coordinate (and shared
@@ -1461,6 +1463,11 @@ def lower(kernel: ir.Kernel, check: bool = False, *, mma_k_chunk: int | None = N
     """
     if kernel.block % 32:
         raise LoweringError(f"block({kernel.block}) is not a multiple of 32", kernel.span)
+    # the kernel's own policy(...) statement gives the defaults; explicit arguments override it
+    if min_blocks_per_sm is None:
+        min_blocks_per_sm = kernel.policy("min_blocks_per_sm")
+    if prefetch is None:
+        prefetch = kernel.policy("prefetch", True)
     return Lowerer(kernel, check, mma_k_chunk, min_blocks_per_sm, prefetch).run()
 
 

@@ -5,3 +5,13 @@ SHAPES = {"N": 100_000}
 
 def reference(x, y):
     return {"out": x + y}
+
+BASELINE_NAME = "torch add"
+
+
+def baseline(torch, inputs):
+    return lambda: torch.add(inputs["x"], inputs["y"])
+
+
+def work(sizes):
+    return {"bytes": 12 * sizes["N"]}
