@@ -77,7 +77,7 @@ def test_check_json(capsys):
     payload = json.loads(out)
     assert payload["status"] == "ok" and payload["kernel"] == "gemm_simt"
     assert payload["block"] == 256 and payload["sizes"] == ["M", "K", "N"]
-    assert payload["consts"] == {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4}
+    assert payload["consts"] == {"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 4}
     assert payload["statements"] > 10
 
 

@@ -77,19 +77,19 @@ def test_vecadd_statement_spans():
 def test_gemm_statement_spans():
     k = compile_file(SPECS / "gemm_simt.arg")
     (loop,) = stmts(k, ir.For)
-    assert loop.var == "kt" and (loop.span.line, loop.span.col) == (16, 5)
+    assert loop.var == "kt" and (loop.span.line, loop.span.col) == (18, 5)
     inner = [(type(s).__name__, s.span.line) for s in loop.body]
-    assert inner == [("Let", 17), ("Assign", 18), ("Assign", 19), ("Store", 20), ("Store", 21),
-                     ("Barrier", 22), ("Assign", 23), ("Assign", 24), ("Assert", 25), ("Assign", 26),
-                     ("Barrier", 27)]
+    assert inner == [("Let", 19), ("Assign", 20), ("Assign", 21), ("Store", 22), ("Store", 23),
+                     ("Barrier", 24), ("Assign", 25), ("Assign", 26), ("Assert", 27), ("Assign", 28),
+                     ("Barrier", 29)]
     # inside the loop, statements are indented by 8
     assert all(s.span.col == 9 for s in loop.body)
     (an_assert,) = stmts(k, ir.Assert)
     assert an_assert.source == "assert tag(a)[1] // BK == kt"
-    assert isinstance(assign(k, "acc").op, ir.Mma) and assign(k, "acc").span.line == 26
+    assert isinstance(assign(k, "acc").op, ir.Mma) and assign(k, "acc").span.line == 28
     final = k.body[-1]
-    assert isinstance(final, ir.Store) and final.span.line == 28 and final.dst.base == "C"
-    assert [(a.name, a.span.line) for a in stmts(k, ir.SharedAlloc)] == [("sA", 12), ("sB", 13)]
+    assert isinstance(final, ir.Store) and final.span.line == 30 and final.dst.base == "C"
+    assert [(a.name, a.span.line) for a in stmts(k, ir.SharedAlloc)] == [("sA", 14), ("sB", 15)]
 
 
 def test_reduce_sum_structure():

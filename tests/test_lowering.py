@@ -38,12 +38,17 @@ _spec = importlib.util.spec_from_file_location("argus_lowering_kernels", ROOT / 
 KERNELS = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(KERNELS)
 
+# the 64x64x16 instantiation with a 4x4 micro-tile, one block per SM (the spec's own defaults are
+# 128x64x16 8x4 with policy(min_blocks_per_sm=2)); the tests of code shape below use it
+SMALL_GEMM = {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4}
+SMALL_OPTS = {"min_blocks_per_sm": 0}
+
 SPEC_CONSTS = [
     ("vecadd", {}), ("vecadd", {"BLOCK": 2048}), ("vecadd", {"BLOCK": 512}), ("vecadd", {"BLOCK": 256}),
     ("transpose_smem", {}),
     ("row_softmax", {}), ("row_softmax", {"COLS": 2048, "ROWS": 4}), ("row_softmax", {"COLS": 256}),
     ("reduce_sum", {}), ("reduce_sum", {"CHUNK": 2048}), ("reduce_sum", {"CHUNK": 256}),
-    ("gemm_simt", {}), ("gemm_simt", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}),
+    ("gemm_simt", {}), ("gemm_simt", SMALL_GEMM),
     ("gemm_simt", {"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 4}),
     ("gemm_simt", {"BM": 32, "BN": 64, "BK": 8, "TM": 2, "TN": 4}),
     ("gemm_pipelined", {}), ("gemm_pipelined", {"STAGES": 2}), ("gemm_pipelined", {"STAGES": 4}),
@@ -86,8 +91,23 @@ def test_feature_kernels_lower_and_assemble(name):
 def test_gemm_defaults_register_budget():
     lk = lower(spec_kernel("gemm_simt"))
     stats = assemble(lk.ptx)[lk.entry]
+    # an 8x4 micro-tile under policy(min_blocks_per_sm=2): two blocks of 256 threads fit 128 registers
+    assert ".minnctapersm 2" in lk.ptx
+    assert stats.registers <= 128 and stats.spill_stores == 0
+    small = lower(spec_kernel("gemm_simt", SMALL_GEMM), **SMALL_OPTS)
+    stats = assemble(small.ptx)[small.entry]
     # a 4x4 micro-tile: 16 accumulators + one k-slice of a and b + addresses; 4 blocks of 256 per SM
+    assert ".minnctapersm" not in small.ptx
     assert stats.registers <= 80 and stats.spill_stores == 0
+
+
+@needs_ptxas
+def test_policy_changes_code_not_meaning():
+    big = {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}
+    two = assemble(lower(spec_kernel("gemm_simt", big)).ptx)["gemm_simt"]
+    one = assemble(lower(spec_kernel("gemm_simt", big), min_blocks_per_sm=0).ptx)["gemm_simt"]
+    # the register cap of two resident blocks makes the 8x8 micro-tile spill; without it, it fits
+    assert two.registers <= 128 and one.spill_stores == 0 and one.registers > 128
 
 
 def test_source_line_comments():
@@ -103,7 +123,7 @@ def test_source_line_comments():
 
 
 def test_params_grid_and_shared():
-    lk = lower(spec_kernel("gemm_simt"))
+    lk = lower(spec_kernel("gemm_simt", SMALL_GEMM), **SMALL_OPTS)
     assert [(p.name, p.kind, p.ptx_type) for p in lk.params] == [
         ("A", "tensor", ".u64"), ("B", "tensor", ".u64"), ("C", "tensor", ".u64"),
         ("M", "size", ".u32"), ("K", "size", ".u32"), ("N", "size", ".u32")]
@@ -124,10 +144,10 @@ def test_vector_widths():
     assert "load x: 1 x v2" in notes("vecadd", {"BLOCK": 512})
     assert "load x: 8 x v4, run-time row alignment check (masked)" in notes("row_softmax")
     assert "store out: 8 x v4, run-time row alignment check (masked)" in notes("row_softmax")
-    g = notes("gemm_simt")
+    g = "\n".join(lower(spec_kernel("gemm_simt", SMALL_GEMM), **SMALL_OPTS).notes)
     assert "load A: 1 x v4, run-time row alignment check (masked), prefetched one iteration ahead" in g
     assert "store sA: 1 x v4" in g and "store C: 4 x v4" in g
-    ptx = lower(spec_kernel("gemm_simt")).ptx
+    ptx = lower(spec_kernel("gemm_simt", SMALL_GEMM), **SMALL_OPTS).ptx
     # the mma reads its a and b operands from shared memory k-slice by k-slice, 16 bytes at a time
     assert ptx.count("ld.shared.v4.f32") == 32 and "ld.shared.f32" not in ptx  # 4 k-slices x (4 + 4)
     t = notes("transpose_smem")
@@ -143,7 +163,7 @@ def loop_body(ptx: str, label_prefix: str = "$L_loop_") -> list[str]:
 
 
 def test_loop_invariant_address_arithmetic_is_hoisted():
-    body = loop_body(lower(spec_kernel("gemm_simt")).ptx)
+    body = loop_body(lower(spec_kernel("gemm_simt", SMALL_GEMM), **SMALL_OPTS).ptx)
     ints = [ln for ln in body if re.match(r"(@!?%p\w+ )?(add|sub|mul|mad|shr|shl|and|or|xor|div|rem)\.", ln)
             and not re.search(r"\.(f32|pred) ", ln)]
     # per iteration: the two prefetch addresses and mask columns, the loop test; nothing per thread
