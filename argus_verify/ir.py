@@ -207,12 +207,8 @@ def unravel(flat, tile: tuple, ops) -> tuple:
     return tuple(reversed(out))
 
 
-@attrs.frozen
-class Projected:
-    """The coordinates of `base` with axis `axis` removed (a reduction keeps (t, v) but drops an axis)."""
-
-    base: TVMap
-    axis: int
+class _Derived:
+    """A coordinate map derived from `base`: same threads and values, other coordinates."""
 
     @property
     def threads(self) -> int:
@@ -221,6 +217,14 @@ class Projected:
     @property
     def values(self) -> int:
         return self.base.values
+
+
+@attrs.frozen
+class Projected(_Derived):
+    """The coordinates of `base` with axis `axis` collapsed to 0 (a reduction keeps (t, v))."""
+
+    base: TVMap
+    axis: int
 
     @property
     def tile(self) -> tuple:
@@ -242,18 +246,10 @@ class Projected:
 
 
 @attrs.frozen
-class Transposed:
+class Transposed(_Derived):
     """The coordinates of a 2-D `base` with its two axes swapped (a relabelling, no data moves)."""
 
     base: TVMap
-
-    @property
-    def threads(self) -> int:
-        return self.base.threads
-
-    @property
-    def values(self) -> int:
-        return self.base.values
 
     @property
     def tile(self) -> tuple:
@@ -270,19 +266,11 @@ class Transposed:
 
 
 @attrs.frozen
-class Reshaped:
+class Reshaped(_Derived):
     """The coordinates of `base` re-read in a tile of another shape with the same row-major order."""
 
     base: TVMap
     new_tile: tuple
-
-    @property
-    def threads(self) -> int:
-        return self.base.threads
-
-    @property
-    def values(self) -> int:
-        return self.base.values
 
     @property
     def tile(self) -> tuple:
@@ -699,3 +687,45 @@ def layout_offset(layout: LayoutLike, coords: tuple, ops):
     if isinstance(layout, ComposedLayout):
         off = layout.outer.apply(off, ops)
     return off
+
+
+def fma_pairing(ta: FragType, tb: FragType, tc: FragType) -> tuple[np.ndarray, np.ndarray]:
+    """For the SIMT mma (atom fma): for each thread and c value at (i, j), the indices of the a
+    values holding (i, k) and the b values holding (k, j), k = 0..K-1, as [threads, c values, K].
+    The front end has checked that every thread holds them all."""
+    K = ta.tile[1]
+    ca, cb, cc = ta.coords.coord_table(), tb.coords.coord_table(), tc.coords.coord_table()
+    T, Vc = cc.shape[:2]
+    ia = np.zeros((T, Vc, K), dtype=np.int64)
+    ib = np.zeros((T, Vc, K), dtype=np.int64)
+    for t in range(T):
+        amap: dict = {}
+        bmap: dict = {}
+        for v, (i, k) in enumerate(ca[t]):
+            amap.setdefault((int(i), int(k)), v)
+        for v, (k, j) in enumerate(cb[t]):
+            bmap.setdefault((int(k), int(j)), v)
+        for v, (i, j) in enumerate(cc[t]):
+            for k in range(K):
+                ia[t, v, k] = amap[(int(i), k)]
+                ib[t, v, k] = bmap[(k, int(j))]
+    return ia, ib
+
+
+def tensor_shapes(kernel: Kernel, sizes) -> dict[str, tuple]:
+    """Concrete shape of every tensor parameter for the given sizes."""
+    from argus_verify.diagnostics import ArgusError
+
+    out = {}
+    for t in kernel.tensors:
+        dims = []
+        for d in t.shape:
+            if isinstance(d, IConst):
+                dims.append(d.value)
+            elif d.name in sizes:
+                dims.append(int(sizes[d.name]))
+            else:
+                raise ArgusError(f"no value for size '{d.name}' of tensor '{t.name}' (give --shape {d.name}=...)",
+                                 t.span)
+        out[t.name] = tuple(dims)
+    return out

@@ -43,11 +43,11 @@ def default_sizes(kernel: ir.Kernel, ref: ModuleType | None) -> dict[str, int]:
 
 def make_inputs(kernel: ir.Kernel, sizes: dict, rng: np.random.Generator, ref: ModuleType | None = None) -> dict:
     """Fresh random inputs (standard normal; never zeros), or the reference's own generator."""
-    from runtime.interp import tensor_shapes, to_dtype
+    from runtime.interp import to_dtype
 
     if ref is not None and hasattr(ref, "make_inputs"):
         return dict(ref.make_inputs(dict(sizes), rng))
-    shapes = tensor_shapes(kernel, sizes)
+    shapes = ir.tensor_shapes(kernel, sizes)
     out: dict = {}
     for t in kernel.inputs:
         if ir.is_float(t.dtype):

@@ -1631,23 +1631,7 @@ def _uniform_partition(flat: np.ndarray, span, what: str) -> list:
 
 
 def _fma_pairing(ta: ir.FragType, tb: ir.FragType, tc: ir.FragType, span):
-    K = ta.tile[1]
-    ca, cb, cc = ta.coords.coord_table(), tb.coords.coord_table(), tc.coords.coord_table()
-    T, Vc = cc.shape[:2]
-    ia = np.zeros((T, Vc, K), dtype=np.int64)
-    ib = np.zeros((T, Vc, K), dtype=np.int64)
-    for t in range(T):
-        amap, bmap = {}, {}
-        for v, (i, k) in enumerate(ca[t]):
-            amap.setdefault((int(i), int(k)), v)
-        for v, (k, j) in enumerate(cb[t]):
-            bmap.setdefault((int(k), int(j)), v)
-        for v, (i, j) in enumerate(cc[t]):
-            for k in range(K):
-                if (int(i), k) not in amap or (k, int(j)) not in bmap:
-                    raise LoweringError(f"thread {t} lacks the operands of c[{i}, {j}] for atom fma", span)
-                ia[t, v, k] = amap[(int(i), k)]
-                ib[t, v, k] = bmap[(k, int(j))]
+    ia, ib = ir.fma_pairing(ta, tb, tc)
     if not (np.all(ia == ia[0]) and np.all(ib == ib[0])):
         raise LoweringError("mma atom fma: the pairing of a, b and c values differs between threads; the "
                             "PTX lowering needs one pairing for all threads", span)

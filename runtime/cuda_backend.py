@@ -25,7 +25,7 @@ from argus_verify import ir
 from lowering.ptx import LoweredKernel, eval_iexpr, lower
 from runtime.measure import Timing
 
-__all__ = ["CompiledKernel", "bench_cuda", "compile_cuda", "launch_args", "run_cuda", "tensor_shapes"]
+__all__ = ["CompiledKernel", "bench_cuda", "compile_cuda", "launch_args", "run_cuda"]
 
 _SCALAR_NP = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "u32": np.uint32, "i64": np.int64}
 _STATIC_SHARED_LIMIT = 48 * 1024
@@ -65,21 +65,6 @@ def compile_cuda(kernel: ir.Kernel | LoweredKernel, lower_options: Mapping | Non
     ck = CompiledKernel(lk, module, func, stats)
     _CACHE[lk.ptx] = ck
     return ck
-
-
-def tensor_shapes(kernel: ir.Kernel, sizes: Mapping[str, int]) -> dict[str, tuple]:
-    out = {}
-    for t in kernel.tensors:
-        dims = []
-        for d in t.shape:
-            if isinstance(d, ir.IConst):
-                dims.append(d.value)
-            elif d.name in sizes:
-                dims.append(int(sizes[d.name]))
-            else:
-                raise ValueError(f"no value for size '{d.name}' of tensor '{t.name}'")
-        out[t.name] = tuple(dims)
-    return out
 
 
 def _check_sizes(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping) -> dict:
@@ -160,7 +145,7 @@ def run_cuda(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray], sizes: Mapping
     sizes = _check_sizes(kernel, sizes, scalars)
     ck = compile_cuda(kernel, lower_options)
     lk = ck.lowered
-    shapes = tensor_shapes(kernel, sizes)
+    shapes = ir.tensor_shapes(kernel, sizes)
     host = _host_sets(kernel, inputs, shapes)
     outputs = [t.name for t in kernel.outputs]
     bufs = cuda.DeviceBuffers(host, upload=False)
@@ -196,7 +181,7 @@ def bench_cuda(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping | N
     sizes = _check_sizes(kernel, sizes, scalars)
     ck = compile_cuda(kernel, lower_options)
     lk = ck.lowered
-    shapes = tensor_shapes(kernel, sizes)
+    shapes = ir.tensor_shapes(kernel, sizes)
     if inputs is None:
         rng = np.random.default_rng(seed)
         specs = [(t.name, shapes[t.name], np.float32 if t.dtype == "bf16" else ir.numpy_dtype(t.dtype))

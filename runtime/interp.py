@@ -372,7 +372,7 @@ class Interpreter:
         key = (op, s.span)
         cache = self.__dict__.setdefault("_pairings", {})
         if key not in cache:
-            cache[key] = fma_pairing(self.frag_type(op.a), self.frag_type(op.b), s.type)
+            cache[key] = ir.fma_pairing(self.frag_type(op.a), self.frag_type(op.b), s.type)
         ia, ib = cache[key]
         t = np.arange(self.T)[:, None, None]
         prod = a[:, t, ia].astype(np.float64) * b[:, t, ib].astype(np.float64)
@@ -428,27 +428,6 @@ def flat_coords(typ: ir.FragType) -> np.ndarray:
     if not c.shape[-1]:
         return np.zeros(c.shape[:2], dtype=np.int64)
     return np.ravel_multi_index(tuple(np.moveaxis(c, -1, 0)), typ.tile)
-
-
-def fma_pairing(ta: ir.FragType, tb: ir.FragType, tc: ir.FragType):
-    """For each thread and c value, the a and b value indices of its K products (atom fma)."""
-    K = ta.tile[1]
-    ca, cb, cc = ta.coords.coord_table(), tb.coords.coord_table(), tc.coords.coord_table()
-    T, Vc = cc.shape[:2]
-    ia = np.zeros((T, Vc, K), dtype=np.int64)
-    ib = np.zeros((T, Vc, K), dtype=np.int64)
-    for t in range(T):
-        amap = {}
-        for v, (i, k) in enumerate(ca[t]):
-            amap.setdefault((int(i), int(k)), v)
-        bmap = {}
-        for v, (k, j) in enumerate(cb[t]):
-            bmap.setdefault((int(k), int(j)), v)
-        for v, (i, j) in enumerate(cc[t]):
-            for k in range(K):
-                ia[t, v, k] = amap[(int(i), k)]
-                ib[t, v, k] = bmap[(k, int(j))]
-    return ia, ib
 
 
 def merge(old, new, active):
@@ -527,22 +506,6 @@ def row_major_strides(shape) -> tuple:
     return tuple(reversed(strides))
 
 
-def tensor_shapes(kernel: ir.Kernel, sizes: Mapping[str, int]) -> dict[str, tuple]:
-    out = {}
-    for t in kernel.tensors:
-        dims = []
-        for d in t.shape:
-            if isinstance(d, ir.IConst):
-                dims.append(d.value)
-            elif d.name in sizes:
-                dims.append(int(sizes[d.name]))
-            else:
-                raise ArgusError(f"no value for size '{d.name}' of tensor '{t.name}' (give --shape {d.name}=...)",
-                                 t.span)
-        out[t.name] = tuple(dims)
-    return out
-
-
 def run(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], sizes: Mapping[str, int],
         scalars: Mapping[str, float] | None = None, trace: Callable[[TraceEvent], None] | None = None,
         poison: bool = True) -> dict[str, np.ndarray]:
@@ -555,7 +518,7 @@ def run(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], sizes: Mapping[str,
     for s in kernel.sizes:
         if sizes[s] <= 0:
             raise ArgusError(f"size {s} must be positive, got {sizes[s]}", kernel.span)
-    shapes = tensor_shapes(kernel, sizes)
+    shapes = ir.tensor_shapes(kernel, sizes)
     work = {}
     for t in kernel.tensors:
         want = shapes[t.name]

@@ -150,8 +150,9 @@ def test_barrier_under_divergent_branch_is_a_fault():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.floats(allow_nan=False, allow_infinity=False, width=32))
+@given(st.floats(min_value=-3.38e38, max_value=3.38e38, width=32))
 def test_bf16_rounding_is_nearest_even(x):
+    # (beyond bf16's largest finite value + half an ulp, IEEE rounding overflows to inf)
     r = float(round_bf16(np.float32(x)))
     bits = np.float32(r).view(np.uint32)
     assert bits & 0xFFFF == 0  # a bf16 value
