@@ -43,6 +43,9 @@ GEMM_VARIANTS = [
     ("gemm_simt", "128x64x16 t8x4 1blk", {}, {"min_blocks_per_sm": 0}),
     ("gemm_simt", "64x64x16 t4x4", {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4}, {"min_blocks_per_sm": 0}),
     ("gemm_simt", "128x128x8 t8x8 2blk", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, {}),
+    ("gemm_simt_db", "double-buffered 128x64x16 t8x4 2blk", {}, {}),
+    ("gemm_simt_db", "double-buffered 128x64x16 t8x4 1blk", {}, {"min_blocks_per_sm": 0}),
+    ("gemm_simt_db", "double-buffered 128x64x8 t8x4 2blk", {"BK": 8}, {}),
     ("gemm_pipelined", "3 stages", {}, {}),
     ("gemm_pipelined", "2 stages", {"STAGES": 2}, {}),
 ]

@@ -69,6 +69,12 @@ def test_gemm_simt(m, n, k, seed):
     check_spec("gemm_simt", {"M": m, "N": n, "K": k}, seed)
 
 
+@SETTINGS
+@given(m=st.integers(1, 130), n=st.integers(1, 130), k=st.integers(1, 70), seed=st.integers(0, 2**31))
+def test_gemm_simt_double_buffered(m, n, k, seed):
+    check_spec("gemm_simt_db", {"M": m, "N": n, "K": k}, seed)
+
+
 def test_gemm_simt_other_tiles():
     check_spec("gemm_simt", {"M": 100, "N": 70, "K": 40}, 1, {"BM": 32, "BN": 64, "BK": 8, "TM": 2, "TN": 4})
 

@@ -52,6 +52,7 @@ SPEC_CONSTS = [
     ("gemm_simt", {"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 4}),
     ("gemm_simt", {"BM": 32, "BN": 64, "BK": 8, "TM": 2, "TN": 4}),
     ("gemm_pipelined", {}), ("gemm_pipelined", {"STAGES": 2}), ("gemm_pipelined", {"STAGES": 4}),
+    ("gemm_simt_db", {}), ("gemm_simt_db", SMALL_GEMM),
 ]
 
 
@@ -319,6 +320,7 @@ SIM_CASES = [
     ("gemm_simt", {}, {"M": 65, "N": 33, "K": 17}, False),  # ragged: masks, scalar fallbacks, prefetch edge
     ("gemm_simt", {"BM": 32, "BN": 64, "BK": 8, "TM": 2, "TN": 4}, {"M": 40, "N": 70, "K": 20}, False),
     ("gemm_pipelined", {}, {"M": 64, "N": 33, "K": 70}, False),  # cp.async stages, zero-fill, waits
+    ("gemm_simt_db", SMALL_GEMM, {"M": 64, "N": 40, "K": 50}, False),  # loads under if, two stages
 ]
 
 

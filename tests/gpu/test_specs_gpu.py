@@ -41,6 +41,8 @@ CASES = [
     ("gemm_pipelined", {}, [{"M": 128, "N": 96, "K": 80}, {"M": 1, "N": 1, "K": 1}, {"M": 65, "N": 33, "K": 17},
                             {"M": 256, "N": 256, "K": 256}, {"M": 100, "N": 200, "K": 300}]),
     ("gemm_pipelined", {"STAGES": 2}, [{"M": 130, "N": 70, "K": 50}]),
+    ("gemm_simt_db", {}, [{"M": 128, "N": 96, "K": 64}, {"M": 1, "N": 1, "K": 1}, {"M": 65, "N": 33, "K": 17},
+                          {"M": 256, "N": 256, "K": 256}, {"M": 100, "N": 200, "K": 300}]),
     ("gemm_pipelined", {"STAGES": 4}, [{"M": 64, "N": 64, "K": 33}]),
 ]
 
@@ -93,7 +95,7 @@ def test_spec_matches_reference(name, consts, sizes):
 
 
 @pytest.mark.parametrize("name", ["vecadd", "transpose_smem", "row_softmax", "reduce_sum", "gemm_simt",
-                                  "gemm_pipelined"])
+                                  "gemm_pipelined", "gemm_simt_db"])
 def test_gpu_agrees_with_interpreter(name):
     from runtime.cuda_backend import run_cuda
 
