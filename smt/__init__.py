@@ -1,0 +1,147 @@
+"""Argus verification: tags, obligations, Z3 proofs and counterexamples.
+
+    report = smt.verify(kernel, timeout_s=10.0, shapes=None)
+    report.results      # [ObligationResult]: obligation, status, location, witness, detail, path, hint
+    report.exit_code    # 0 proved (warnings allowed), 1 a violation, 3 unknown and no violation
+    report.to_json()    # one object per obligation (the design's JSON)
+    report.render_text()
+
+See docs/verify.md for the encoding and what "proved" means.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+from argus_verify import ir
+from smt.report import OBLIGATIONS, WARNINGS, ObligationResult, VerifyReport
+
+__all__ = ["verify", "VerifyReport", "ObligationResult", "OBLIGATIONS", "WARNINGS"]
+
+
+def verify(
+    kernel: ir.Kernel,
+    timeout_s: float = 10.0,
+    shapes: dict | None = None,
+    checks: tuple | None = None,
+    jobs: int = 1,
+) -> VerifyReport:
+    """Prove every obligation of `kernel`, or find counterexamples.
+
+    `timeout_s` limits each solver query (a timeout is reported as unknown, never as a proof).
+    `shapes` (e.g. {"M": 256}) fixes sizes: proofs then hold for those sizes only, and every
+    proved result says so. `checks` restricts the obligations checked (names from OBLIGATIONS).
+    `jobs` > 1 checks groups of obligations in that many forked processes (POSIX only; do not
+    use it from a process that runs other threads). The results are the same, only sooner.
+    """
+    from smt import obligations as O
+    from smt.analysis import Analysis, AnalysisError
+
+    t0 = time.perf_counter()
+    shapes = {k: int(v) for k, v in (shapes or {}).items() if k in kernel.sizes}
+    report = VerifyReport(kernel.name, kernel.source_file, shapes=shapes or None)
+    want = set(checks or OBLIGATIONS)
+    steps = [
+        ("tag-assertion", O.check_assertions),
+        ("tag-assertion", O.check_agreements),
+        ("output-contract", O.check_contracts),
+        ("output-once", O.check_once),
+        ("bounds", O.check_bounds),
+        ("barrier-divergence", O.check_divergence),
+        ("race", O.check_races),
+        ("uninitialised-read", O.check_uninit),
+        ("bank-conflict", O.check_banks),
+        ("uncoalesced", lambda an, _t: O.check_coalescing(an)),
+    ]
+    try:
+        an = Analysis(kernel, shapes)
+        an.finish(timeout_s)
+    except AnalysisError as e:
+        _all_unknown(report, want, kernel, f"beyond the verifier's encoding: {e}", str(e))
+        report.seconds = time.perf_counter() - t0
+        return report
+    except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
+        _all_unknown(
+            report, want, kernel, f"internal verifier error: {type(e).__name__}: {e}", traceback.format_exc()
+        )
+        report.seconds = time.perf_counter() - t0
+        return report
+    todo = [i for i, (name, _) in enumerate(steps) if name in want]
+
+    def run_step(i):
+        name, fn = steps[i]
+        try:
+            return fn(an, timeout_s)
+        except AnalysisError as e:
+            return [
+                ObligationResult(
+                    name,
+                    "unknown",
+                    kernel.span,
+                    f"beyond the verifier's encoding: {e}",
+                    detail={"reason": str(e)},
+                )
+            ]
+        except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
+            return [
+                ObligationResult(
+                    name,
+                    "unknown",
+                    kernel.span,
+                    f"internal verifier error: {type(e).__name__}: {e}",
+                    detail={"reason": traceback.format_exc()},
+                )
+            ]
+
+    parts = _parallel(run_step, todo, jobs) if jobs > 1 and len(todo) > 1 else None
+    if parts is None:
+        parts = {i: run_step(i) for i in todo}
+    for i in todo:
+        report.results += parts[i]
+    if shapes:
+        scope = ", ".join(f"{k}={v}" for k, v in shapes.items())
+        for r in report.results:
+            if r.status == "proved":
+                r.message += f" (proved for {scope} only)"
+                r.detail.setdefault("sizes", dict(shapes))
+    report.notes = list(dict.fromkeys(an.notes))
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+_WORK = None  # the step function of the verification being run in forked workers
+
+
+def _work(i):
+    return i, _WORK(i)
+
+
+def _parallel(run_step, todo, jobs):
+    """Run the obligation steps in forked processes (they inherit the analysis); None if that is
+    not possible here, and the caller runs them in this process."""
+    import multiprocessing as mp
+
+    global _WORK
+    try:
+        ctx = mp.get_context("fork")
+    except ValueError:
+        return None
+    # the usually slowest steps first, so that the two queues finish together
+    order = sorted(todo, key=lambda i: {1: 0, 6: 1, 2: 2, 8: 3, 3: 4}.get(i, 9))
+    _WORK = run_step
+    try:
+        with ctx.Pool(min(jobs, len(todo))) as pool:
+            return dict(pool.imap_unordered(_work, order))
+    except Exception:  # noqa: BLE001 - fall back to running here
+        return None
+    finally:
+        _WORK = None
+
+
+def _all_unknown(report, want, kernel, message, reason):
+    for name in OBLIGATIONS:
+        if name in want:
+            report.results.append(
+                ObligationResult(name, "unknown", kernel.span, message, detail={"reason": reason})
+            )

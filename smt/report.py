@@ -1,0 +1,201 @@
+"""Verification results: one `ObligationResult` per obligation, a `VerifyReport` per kernel.
+
+Text output follows the design's counterexample format (source line with a caret, witness, data
+path, hint); JSON output is one object per obligation.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from argus_verify.diagnostics import SOURCES, Span, render_source
+
+OBLIGATIONS = (
+    "tag-assertion",
+    "output-contract",
+    "output-once",
+    "bounds",
+    "race",
+    "barrier-divergence",
+    "uninitialised-read",
+    "bank-conflict",
+    "uncoalesced",
+)
+WARNINGS = ("bank-conflict", "uncoalesced")
+STATUSES = ("proved", "violated", "unknown", "warning")
+
+
+@attrs.define
+class ObligationResult:
+    obligation: str  # one of OBLIGATIONS
+    status: str  # proved | violated | unknown | warning
+    location: Span
+    message: str = ""  # one line: what was checked / what failed
+    witness: dict = attrs.field(factory=dict)
+    detail: dict = attrs.field(factory=dict)
+    path: list = attrs.field(factory=list)  # [{"op", "line", "col", "from", "to"}]
+    hint: str = ""
+    explanation: list = attrs.field(factory=list)  # extra text lines under the witness
+    seconds: float = 0.0
+
+    def __attrs_post_init__(self):
+        assert self.obligation in OBLIGATIONS, self.obligation
+        assert self.status in STATUSES, self.status
+
+    def location_json(self) -> dict:
+        loc = self.location.to_json() if self.location is not None else {"file": "", "line": 0, "col": 0}
+        src = SOURCES.line(self.location.file, self.location.line) if self.location is not None else None
+        loc["source"] = src.strip() if src is not None else ""
+        return loc
+
+    def to_json(self) -> dict:
+        out = {
+            "obligation": self.obligation,
+            "status": self.status,
+            "location": self.location_json(),
+            "message": self.message,
+        }
+        if self.witness:
+            out["witness"] = self.witness
+        if self.detail:
+            out["detail"] = self.detail
+        if self.path:
+            out["path"] = [
+                {k: v for k, v in p.items() if k in ("op", "line", "col", "from", "to")} for p in self.path
+            ]
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+    def render(self) -> str:
+        sev = {"violated": "error", "warning": "warning", "unknown": "unknown", "proved": "note"}[self.status]
+        loc = self.location
+        head = f"{loc}: {sev}: {self.message}" if loc is not None else f"{sev}: {self.message}"
+        lines = [head + f" [{self.obligation}]"]
+        if loc is not None:
+            src = render_source(loc)
+            if src:
+                lines.append(src)
+        w = self.witness
+        if w:
+            lines.append("  witness: " + format_witness(w))
+        for e in self.explanation:
+            lines.append("    " + e)
+        if self.path:
+            lines.append("  path: " + format_path(self.path))
+        if self.hint:
+            lines.append("  hint: " + self.hint)
+        return "\n".join(lines)
+
+
+def format_sizes(sizes: dict) -> str:
+    if not sizes:
+        return ""
+    groups: dict = {}
+    for k, v in sizes.items():
+        groups.setdefault(v, []).append(k)
+    parts = [" = ".join(names) + f" = {v}" for v, names in groups.items()]
+    return ", ".join(parts)
+
+
+def format_thread(t) -> str:
+    return f"thread {t} (warp {t // 32}, lane {t % 32})"
+
+
+def format_witness(w: dict) -> str:
+    parts = []
+    if "block" in w:
+        b = w["block"]
+        shown = b[:2] if len(b) == 3 and b[2] == 0 else b
+        parts.append("block (" + ", ".join(str(x) for x in shown) + ")")
+    if "warp" in w and "thread" not in w and "lanes" not in w and "threads" not in w:
+        parts.append(f"warp {w['warp']}")
+    if "value" in w and "thread" not in w:
+        parts.append(f"value {w['value']}")
+    if "thread" in w:
+        parts.append(format_thread(w["thread"]))
+    if "lanes" in w:
+        parts.append(f"warp {w.get('warp', 0)}, lanes {w['lanes'][0]} and {w['lanes'][1]}")
+    elif "threads" in w:
+        parts.append("threads " + " and ".join(f"{t} (warp {t // 32}, lane {t % 32})" for t in w["threads"]))
+    loop = w.get("loop") or {}
+    for k, v in loop.items():
+        parts.append(f"{k} = {v}")
+    for k, v in (w.get("loops") or {}).items():
+        if v:
+            parts.append(f"{k}: " + ", ".join(f"{a} = {b}" for a, b in v.items()))
+    s = format_sizes(w.get("sizes") or {})
+    if s:
+        parts.append(s)
+    return ", ".join(parts)
+
+
+def format_path(path: list) -> str:
+    if not path:
+        return ""
+    out = path[0].get("from", "")
+    for p in path:
+        op = p.get("op")
+        if op:
+            out += f" -{op} {p.get('line', 0)}:{p.get('col', 0)}-> " + p.get("to", "")
+        elif not out:
+            out = p.get("to", "")
+    return out
+
+
+@attrs.define
+class VerifyReport:
+    kernel: str
+    file: str
+    results: list = attrs.field(factory=list)
+    shapes: dict | None = None
+    seconds: float = 0.0
+    notes: list = attrs.field(factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        if any(r.status == "violated" for r in self.results):
+            return 1
+        if any(r.status == "unknown" for r in self.results):
+            return 3
+        return 0
+
+    def violations(self) -> list:
+        return [r for r in self.results if r.status == "violated"]
+
+    def warnings(self) -> list:
+        return [r for r in self.results if r.status == "warning"]
+
+    def unknowns(self) -> list:
+        return [r for r in self.results if r.status == "unknown"]
+
+    def to_json(self) -> list:
+        return [r.to_json() for r in self.results]
+
+    def counts(self) -> dict:
+        out = {s: 0 for s in STATUSES}
+        for r in self.results:
+            out[r.status] += 1
+        return out
+
+    def render_text(self, verbose: bool = False) -> str:
+        blocks = []
+        order = {"violated": 0, "unknown": 1, "warning": 2, "proved": 3}
+        for r in sorted(self.results, key=lambda r: (order[r.status], r.location.line if r.location else 0)):
+            if r.status == "proved" and not verbose:
+                continue
+            if r.status == "proved":
+                blocks.append(f"{r.location}: proved: {r.message} [{r.obligation}]")
+            else:
+                blocks.append(r.render())
+        c = self.counts()
+        scope = ""
+        if self.shapes:
+            scope = " for " + ", ".join(f"{k}={v}" for k, v in self.shapes.items()) + " only"
+        summary = (
+            f"{self.file}: kernel {self.kernel}: {len(self.results)} obligations: {c['proved']} proved"
+            f"{scope}, {c['violated']} violated, {c['unknown']} unknown, {c['warning']} warnings"
+            f" ({self.seconds:.2f} s)"
+        )
+        blocks.append(summary)
+        return "\n\n".join(blocks) if len(blocks) > 1 else summary

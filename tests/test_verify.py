@@ -1,0 +1,223 @@
+"""End-to-end tests of `smt.verify` on the kernel corpus.
+
+Every `specs/buggy/*.arg` states its expected verdict in its first lines:
+
+    # expect: <obligation> line <n>
+    # also: <obligation> line <n>      (optional: further real consequences of the same bug)
+
+and must get exactly those violations (bank-conflict / uncoalesced expectations are warnings),
+nothing else violated and nothing unknown. Every correct spec in `specs/*.arg` must be proved.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import pytest
+
+import smt
+from argus_verify.diagnostics import Span
+from frontend import compile_file, compile_source
+from smt.report import ObligationResult, VerifyReport
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = sorted((ROOT / "specs").glob("*.arg"))
+BUGGY = sorted((ROOT / "specs" / "buggy").glob("*.arg"))
+TIMEOUT = 10.0
+
+
+@functools.cache
+def verified(path: Path) -> smt.VerifyReport:
+    return smt.verify(compile_file(path), timeout_s=TIMEOUT)
+
+
+def expectations(path: Path) -> list:
+    out = []
+    for line in path.read_text().splitlines()[:4]:
+        m = re.match(r"#\s*(expect|also):\s*(\S+)\s+line\s+(\d+)", line)
+        if m:
+            out.append((m.group(2), int(m.group(3))))
+    return out
+
+
+def test_corpus_is_there():
+    assert len(BUGGY) >= 15
+    assert any(p.name == "gemm_pipelined.arg" for p in SPECS)
+    for p in BUGGY:
+        assert expectations(p), f"{p.name}: first line must be '# expect: <obligation> line <n>'"
+
+
+def test_every_counterexample_kind_has_a_buggy_kernel():
+    kinds = {o for p in BUGGY for o, _ in expectations(p)}
+    assert kinds == set(smt.OBLIGATIONS)
+
+
+@pytest.mark.parametrize("path", BUGGY, ids=[p.stem for p in BUGGY])
+def test_buggy_kernel_gets_exactly_its_verdict(path):
+    rep = verified(path)
+    want = expectations(path)
+    assert want
+    for obligation, line in want:
+        status = "warning" if obligation in smt.WARNINGS else "violated"
+        hits = [
+            r
+            for r in rep.results
+            if r.obligation == obligation and r.location.line == line and r.status == status
+        ]
+        assert hits, f"expected {obligation} {status} at line {line}; got:\n{rep.render_text()}"
+        assert hits[0].witness, "a violation comes with a witness"
+    violated = {(r.obligation, r.location.line) for r in rep.results if r.status == "violated"}
+    expected = {(o, n) for o, n in want if o not in smt.WARNINGS}
+    assert violated == expected, rep.render_text()
+    assert not rep.unknowns(), rep.render_text()
+    assert rep.exit_code == (1 if expected else 0)
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
+def test_correct_spec_is_proved(path):
+    rep = verified(path)
+    bad = [r for r in rep.results if r.status in ("violated", "unknown")]
+    assert not bad, rep.render_text()
+    assert rep.exit_code == 0
+    names = {r.obligation for r in rep.results}
+    assert {"output-contract", "output-once", "bounds"} <= names
+
+
+def test_pipelined_gemm_stage_assertions_are_proved():
+    rep = verified(ROOT / "specs" / "gemm_pipelined.arg")
+    asserts = [r for r in rep.results if r.obligation == "tag-assertion" and "// BK == kt" in r.message]
+    assert len(asserts) == 2 and all(r.status == "proved" for r in asserts)
+    races = [r for r in rep.results if r.obligation == "race"]
+    uninit = [r for r in rep.results if r.obligation == "uninitialised-read"]
+    assert races and all(r.status == "proved" for r in races)
+    assert uninit and all(r.status == "proved" for r in uninit)
+
+
+def test_json_matches_the_design():
+    rep = verified(ROOT / "specs" / "buggy" / "gemm_stage_off_by_one.arg")
+    objs = rep.to_json()
+    assert len(objs) == len(rep.results)
+    bad = [o for o in objs if o["status"] == "violated" and o["obligation"] == "tag-assertion"][0]
+    assert set(bad) >= {"obligation", "status", "location", "witness", "detail", "path", "hint"}
+    loc = bad["location"]
+    assert loc["line"] == 36 and loc["col"] == 9 and loc["source"] == "assert tag(a)[1] // BK == kt"
+    w = bad["witness"]
+    assert len(w["block"]) == 3 and {"thread", "warp", "lane", "element", "loop", "sizes"} <= set(w)
+    assert w["warp"] == w["thread"] // 32 and w["lane"] == w["thread"] % 32
+    assert set(w["element"]) == {"value", "tile", "coord"} and w["element"]["tile"] == "a"
+    assert set(w["sizes"]) == {"M", "N", "K"} and "kt" in w["loop"]
+    # lhs: the k-tile the element holds, rhs: kt; they differ
+    assert bad["detail"]["lhs"] != bad["detail"]["rhs"] and bad["detail"]["rhs"] == w["loop"]["kt"]
+    assert [p["op"] for p in bad["path"]] == ["copy_async", "load"]
+    assert all(isinstance(p["line"], int) and p["line"] > 0 for p in bad["path"])
+    assert bad["path"][0]["from"].startswith("A[") and bad["path"][-1]["to"].startswith("a[value")
+
+
+def test_witness_has_what_replay_needs():
+    rep = verified(ROOT / "specs" / "buggy" / "gemm_stage_off_by_one.arg")
+    for r in rep.violations():
+        w = r.witness
+        assert {"sizes", "block", "thread", "loop", "fragment", "statement"} <= set(w), r.obligation
+        assert "value" in w["element"]
+        assert all(1 <= v <= 8192 for v in w["sizes"].values()), "witness sizes are kept small for replay"
+        assert w["statement"]["line"] == r.location.line
+
+
+def test_race_and_bank_witnesses_name_both_sides():
+    race = [
+        r
+        for r in verified(ROOT / "specs" / "buggy" / "transpose_missing_barrier.arg").results
+        if r.obligation == "race" and r.status == "violated"
+    ][0]
+    assert len(race.witness["threads"]) == 2 and race.witness["threads"][0] != race.witness["threads"][1]
+    assert sorted(race.detail["lines"]) == [14, 16]
+    bank = [
+        r
+        for r in verified(ROOT / "specs" / "buggy" / "transpose_bank_conflict.arg").results
+        if r.obligation == "bank-conflict" and r.status == "warning"
+    ][0]
+    assert len(bank.witness["lanes"]) == 2 and "bank" in bank.detail and len(bank.detail["addresses"]) == 2
+    oob = [
+        r
+        for r in verified(ROOT / "specs" / "buggy" / "vecadd_store_oob.arg").results
+        if r.obligation == "bounds" and r.status == "violated"
+    ][0]
+    assert oob.detail["address"][0] >= oob.detail["extent"][0]
+
+
+def test_render_text_has_caret_witness_path_hint():
+    rep = verified(ROOT / "specs" / "buggy" / "gemm_prefetch_wrong_tile.arg")
+    text = rep.render_text()
+    assert "gemm_prefetch_wrong_tile.arg:35:9: error: tag assertion failed" in text
+    assert "   35 |         assert tag(a)[1] // BK == kt" in text
+    assert "^^^^" in text and "  witness: block (" in text and "  path: A[" in text and "  hint: " in text
+    assert "-copy_async " in text and "(written at kt=" in text
+    assert text.rstrip().splitlines()[-1].startswith(str(rep.file))
+
+
+def test_exit_codes():
+    span = Span("f.arg", 1, 1)
+    rep = VerifyReport(
+        "k",
+        "f.arg",
+        [ObligationResult("bounds", "proved", span), ObligationResult("bank-conflict", "warning", span)],
+    )
+    assert rep.exit_code == 0
+    rep.results.append(ObligationResult("race", "unknown", span))
+    assert rep.exit_code == 3
+    rep.results.append(ObligationResult("race", "violated", span))
+    assert rep.exit_code == 1
+    with pytest.raises(AssertionError):
+        ObligationResult("not-an-obligation", "proved", span)
+
+
+UNKNOWN_SRC = """\
+kernel per_thread_out(x: f32[N]) -> out: f32[N]:
+    grid(cdiv(N, 256))
+    block(256)
+    tag x[i] = (i,)
+    tag out[i] = (i,) once
+    base = block_id.x * 256
+    xs = load(x[base + thread_id : base + thread_id + 1], tv=(256, 1):(0, 0), mask=True)
+    store(out[base + thread_id : base + thread_id + 1], xs, mask=True)
+"""
+
+
+def test_beyond_the_encoding_is_unknown_never_proved():
+    rep = smt.verify(compile_source(UNKNOWN_SRC, "per_thread_out.arg"), timeout_s=TIMEOUT)
+    cover = [r for r in rep.results if r.obligation == "output-once" and r.location.line == 5]
+    assert cover and cover[0].status == "unknown" and "thread" in cover[0].message
+    assert not rep.violations() and rep.exit_code == 3
+
+
+def test_fixed_shapes_say_so():
+    rep = smt.verify(compile_file(ROOT / "specs" / "vecadd.arg"), timeout_s=TIMEOUT, shapes={"N": 1000})
+    assert rep.exit_code == 0
+    assert all("only" in r.message for r in rep.results if r.status == "proved")
+    assert "for N=1000 only" in rep.render_text()
+    # with N a multiple of the tile, the unmasked store of the buggy vecadd is in bounds
+    buggy = compile_file(ROOT / "specs" / "buggy" / "vecadd_store_oob.arg")
+    assert smt.verify(buggy, timeout_s=TIMEOUT, shapes={"N": 4096}).exit_code == 0
+    assert smt.verify(buggy, timeout_s=TIMEOUT, shapes={"N": 4000}).exit_code == 1
+
+
+def test_checks_subset():
+    rep = smt.verify(
+        compile_file(ROOT / "specs" / "buggy" / "transpose_missing_barrier.arg"),
+        timeout_s=TIMEOUT,
+        checks=("race",),
+    )
+    assert {r.obligation for r in rep.results} == {"race"} and rep.exit_code == 1
+
+
+def test_parallel_jobs_give_the_same_results():
+    kernel = compile_file(ROOT / "specs" / "buggy" / "gemm_war_race.arg")
+    serial = smt.verify(kernel, timeout_s=TIMEOUT)
+    forked = smt.verify(kernel, timeout_s=TIMEOUT, jobs=2)
+    key = [(r.obligation, r.status, r.location.line) for r in serial.results]
+    assert key == [(r.obligation, r.status, r.location.line) for r in forked.results]
+    assert forked.to_json() == serial.to_json() or [o["status"] for o in forked.to_json()] == [
+        o["status"] for o in serial.to_json()
+    ]
