@@ -144,6 +144,12 @@ class KernelBuilder:
                 raise self.err(node, f"'{name}' was {old.type.dtype}{list(old.type.tile)} with "
                                      f"{old.type.values} values per thread; cannot reassign it to "
                                      f"{val.type.dtype}{list(val.type.tile)} with {val.type.values}")
+            if old.type.coords != val.type.coords:
+                # one name, one register layout: every stage may then read a fragment's coordinates
+                # from its type wherever it is used
+                raise self.err(node, f"'{name}' was distributed as <{old.type.coords}>; cannot reassign it "
+                                     f"with another thread-value layout <{val.type.coords}>",
+                               note="give the new value another name")
         elif old is not None and type(old) is not type(val) and not (
                 isinstance(old, IntVal) and isinstance(val, IntVal)):
             raise self.err(node, f"'{name}' changes kind on reassignment")
@@ -602,13 +608,17 @@ class KernelBuilder:
         vec = self.const_int(kwargs["vec"][1], "vec") if "vec" in kwargs else None
         nbytes = ir.DTYPE_BYTES[src.dtype]
         if vec is None:
-            vec = max(v for v in (1, 2, 4, 8, 16) if tv.values % v == 0 and v * nbytes <= 16)
+            vec = max(v for v in (1, 2, 4, 8, 16)
+                      if tv.values % v == 0 and v * nbytes <= 16 and row_contiguous(tv, v))
+        where = kwargs["vec"][1] if "vec" in kwargs else node
         if vec * nbytes not in (4, 8, 16):
-            raise self.err(kwargs["vec"][1] if "vec" in kwargs else node,
-                           f"cp.async copies 4, 8 or 16 bytes; vec={vec} of {src.dtype} is {vec * nbytes} bytes")
+            raise self.err(where, f"cp.async copies 4, 8 or 16 bytes; vec={vec} of {src.dtype} is "
+                                  f"{vec * nbytes} bytes")
         if tv.values % vec:
-            raise self.err(kwargs["vec"][1] if "vec" in kwargs else node,
-                           f"vec={vec} does not divide the {tv.values} values per thread")
+            raise self.err(where, f"vec={vec} does not divide the {tv.values} values per thread")
+        if not row_contiguous(tv, vec):
+            raise self.err(where, f"vec={vec}: the tv layout {tv.layout} does not give each thread runs of "
+                                  f"{vec} consecutive elements of one tile row")
         mask = self.kw_bool(kwargs, "mask", False)
         self.out.append(ir.CopyAsync(dst.view, src.view, tv, mask, vec, self.sp(node)))
 
@@ -954,12 +964,17 @@ class KernelBuilder:
         raise self.err(s, "a tile type takes dimensions, not slices")
 
     def view(self, n, name, space, dtype, dims, subs) -> ViewVal:
-        items = subs.children
+        items = list(subs.children)
+        if len(items) < len(dims) and all(c is not None for _, c in dims[len(items):]):
+            items += [None] * (len(dims) - len(items))  # sA[s]: the remaining dimensions whole
         if len(items) != len(dims):
             raise self.err(subs, f"'{name}' has {len(dims)} dimension{'s' if len(dims) != 1 else ''} but "
                                  f"{len(items)} {'were' if len(items) != 1 else 'was'} indexed")
         index = []
         for (_dim, const_extent), item in zip(dims, items, strict=True):
+            if item is None:
+                index.append(ir.Slice(ir.IConst(0), const_extent, self.sp(subs)))
+                continue
             if item.data == "sub_index":
                 v = self.value(item.children[0])
                 if not isinstance(v, IntVal):
@@ -1184,6 +1199,9 @@ class KernelBuilder:
             if nbytes not in (1, 2, 4, 8, 16) or tv.values % vec:
                 raise self.err(kwargs["vec"][1], f"vec={vec} of {src.dtype} ({nbytes} bytes) is not a "
                                                  f"1/2/4/8/16-byte access dividing {tv.values} values")
+            if not row_contiguous(tv, vec):
+                raise self.err(kwargs["vec"][1], f"vec={vec}: the tv layout {tv.layout} does not give each thread "
+                                                 f"runs of {vec} consecutive elements of one tile row")
         return self.emit(n, ir.Load(src.view, tv, mask, other, vec), ir.FragType(src.dtype, tv))
 
     def call_cast(self, n, args, kwargs):
@@ -1372,6 +1390,21 @@ def ldmatrix_tv(count: int, trans: bool, block: int) -> ir.TVLayout:
         vshape, vstride = (2,) + ((2,) if count >= 2 else ()) + ((2,) if count == 4 else ()), \
             (cols,) + ((8 * cols,) if count >= 2 else ()) + ((8,) if count == 4 else ())
     return ir.TVLayout(Layout((tshape, vshape), (tstride, vstride)), (rows, cols))
+
+
+def row_contiguous(tv: ir.TVLayout, width: int) -> bool:
+    """Whether every thread's values come in runs of `width` consecutive elements of one tile row
+    (what one vector access of `width` elements can move)."""
+    if width == 1:
+        return True
+    flat = tv.flat_table()
+    if flat.shape[1] % width:
+        return False
+    runs = flat.reshape(flat.shape[0], -1, width)
+    row = tv.tile[-1] if tv.tile else 1
+    steps_ok = bool(np.all(np.diff(runs, axis=-1) == 1))
+    same_row = bool(np.all(runs[..., 0] // row == runs[..., -1] // row))
+    return steps_ok and same_row
 
 
 def fmt_shape(t) -> str:

@@ -530,3 +530,53 @@ def test_mutated_specs_give_argus_errors_only(name, mutations):
         assert e.span is not None and e.span.file == "fuzz.arg"
         assert 1 <= e.span.line <= max(1, len(text.splitlines())) and e.span.col >= 1
         assert e.message and "Traceback" not in e.message
+
+
+# -- vector widths, layout-preserving reassignment, policies ----------------------------------------------
+
+def test_copy_async_vec_must_be_contiguous_in_a_row():
+    src = body("s = shared(f32[1024])", "copy_async(s, x[base : base + BLOCK], tv=(256, 4):(1, 256), vec=4)")
+    assert at(error_of(src)) == (6, 69, "vec=4: the tv layout (256,4):(1,256) does not give each thread runs of 4 "
+                                        "consecutive elements of one tile row")
+
+
+def test_load_vec_must_be_contiguous_in_a_row():
+    src = body("xs = load(x[base : base + BLOCK], tv=(256, 4):(1, 256), vec=2)")
+    assert at(error_of(src)) == (5, 65, "vec=2: the tv layout (256,4):(1,256) does not give each thread runs of 2 "
+                                        "consecutive elements of one tile row")
+
+
+def test_reassignment_with_another_tv_layout():
+    src = body(LOAD, "xs = load(x[base : base + BLOCK], tv=(256, 4):(1, 256), mask=True)")
+    err = error_of(src)
+    assert at(err) == (6, 5, "'xs' was distributed as <(256,4):(4,1)>; cannot reassign it with another "
+                             "thread-value layout <(256,4):(1,256)>")
+    assert err.note == "give the new value another name"
+
+
+def test_unknown_policy():
+    src = body("policy(unroll_all=2)", LOAD, STORE)
+    assert at(error_of(src)) == (5, 12, "unknown policy 'unroll_all' (known: min_blocks_per_sm, maxnreg, prefetch)")
+
+
+def test_policy_out_of_range():
+    src = body("policy(maxnreg=400)", LOAD, STORE)
+    assert at(error_of(src)) == (5, 20, "policy maxnreg must be between 1 and 255, got 400")
+
+
+def test_missing_trailing_dimensions_of_a_global_tensor():
+    src = kernel("    grid(1)", "    block(32)", "    v = load(x[0], tv=(32, 1):(1, 0))",
+                 sig="kernel k(x: f32[M, N]) -> out: f32[N]:")
+    assert at(error_of(src))[2] == "'x' has 2 dimensions but 1 was indexed"
+
+
+def test_shared_index_leaves_the_remaining_dimensions_whole():
+    from argus_verify import ir
+
+    src = body("s = shared(f32[2, 4, 256])", LOAD, "store(s[1, 2], reshape(xs, 4, 256)[0], where=False)")
+    # s[1, 2] is a [256] view; the reshape's tile [4, 256] does not fit it (checked at the store)
+    assert "does not match the view's tile [256]" in error_of(src.replace("[0]", "")).message
+    ok = body("s = shared(f32[4, 1024])", LOAD, "store(s[3], xs)", "barrier()")
+    k = compile_source(ok, "t.arg")
+    (store,) = [st for st in ir.walk_stmts(k.body) if isinstance(st, ir.Store)]
+    assert store.dst.tile == (1024,) and isinstance(store.dst.index[0], ir.Index)
