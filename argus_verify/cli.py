@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = cmd("verify", "prove the kernel's invariants or print counterexamples",
              "argus verify specs/gemm_simt.arg --json")
     sp.add_argument("--timeout", type=float, default=10.0, help="solver time limit per query, seconds")
+    sp.add_argument("--jobs", type=int, default=None,
+                    help="solver processes (default: up to 2, one per core); 1 runs in this process")
     sp.add_argument("--replay", action="store_true",
                     help="re-run each witness in the interpreter and show the concrete wrong value")
     sp = cmd("compile", "lower to PTX for sm_90a (verified first)",
@@ -160,6 +162,11 @@ def resolve_sizes(args, kernel, ref) -> dict[str, int]:
     return sizes
 
 
+def default_jobs() -> int:
+    """The CLI is single-threaded, so forking solver processes is safe; two use this machine's cores."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
 def verify_first(args, kernel, sizes=None) -> dict | None:
     """Verify before compiling or running; returns the refusal payload, or None to go on."""
     if getattr(args, "no_verify", False):
@@ -172,7 +179,7 @@ def verify_first(args, kernel, sizes=None) -> dict | None:
     except (ImportError, AttributeError):
         print("argus: note: the verifier is not available in this build; not verified", file=sys.stderr)
         return None
-    report = verify(kernel, timeout_s=getattr(args, "timeout", 10.0), shapes=sizes)
+    report = verify(kernel, timeout_s=getattr(args, "timeout", 10.0), shapes=sizes, jobs=default_jobs())
     if report.exit_code == 1:
         if not args.json:
             print(report.render_text(), file=sys.stderr)
@@ -263,7 +270,10 @@ def cmd_verify(args) -> int:
     unknown = [s for s in given if s not in k.sizes]
     if unknown:
         raise UsageError(f"kernel {k.name} has no size '{unknown[0]}'")
-    report = smt.verify(k, timeout_s=args.timeout, shapes=given or None)
+    jobs = args.jobs if args.jobs is not None else default_jobs()
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    report = smt.verify(k, timeout_s=args.timeout, shapes=given or None, jobs=jobs)
     replays = []
     if args.replay:
         from argus_verify.replay import replay_all
