@@ -186,9 +186,13 @@ def verify_first(args, kernel, sizes=None) -> dict | None:
             print(f"argus: refusing to {args.command} {args.file}: a verification obligation is violated "
                   "(use --no-verify to override)", file=sys.stderr)
         return {"status": "refused", "reason": "verification failed", "verification": report.to_json()}
-    if report.exit_code == 3 and not args.json:
-        print("argus: warning: some obligations are unknown (solver time limit); continuing",
-              file=sys.stderr)
+    if not args.json:
+        counts = {st: sum(1 for r in report.results if r.status == st) for st in ("proved", "unknown", "warning")}
+        print(f"argus: verified {kernel.name}: {counts['proved']} obligations proved, {counts['warning']} "
+              f"performance warnings, {counts['unknown']} unknown (argus verify for details)", file=sys.stderr)
+        if report.exit_code == 3:
+            print("argus: warning: some obligations are unknown (solver time limit); continuing",
+                  file=sys.stderr)
     return None
 
 

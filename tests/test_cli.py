@@ -289,3 +289,54 @@ def test_python_dash_m_reports_a_syntax_error_without_a_traceback(broken_file):
     lines = proc.stderr.splitlines()
     assert lines[0] == f"{broken_file}:4:14: error: '(' was never closed"
     assert lines[1:] == ["    4 |     xs = load(x[0 : 256], tv=(256, 1):(1, 0)", "      |              ^"]
+
+
+# -- verify first: compile / run refuse a kernel with a violated obligation ------------------------------
+
+BUGGY = str(SPECS / "buggy" / "gemm_stage_off_by_one.arg")
+
+
+def test_compile_refuses_a_violated_kernel(capsys, tmp_path):
+    out_file = tmp_path / "k.ptx"
+    code, _, err = run_cli(capsys, "compile", BUGGY, "-o", str(out_file))
+    assert code == 1 and not out_file.exists()
+    assert "error: tag assertion failed [tag-assertion]" in err
+    assert "refusing to compile" in err and "--no-verify" in err
+
+
+def test_compile_refusal_json(capsys):
+    code, out, _ = run_cli(capsys, "compile", BUGGY, "--json")
+    payload = json.loads(out)
+    assert code == 1 and payload["status"] == "refused"
+    assert {r["obligation"] for r in payload["verification"] if r["status"] == "violated"} == {
+        "tag-assertion", "uninitialised-read"}
+
+
+def test_run_refuses_a_violated_kernel(capsys):
+    code, _, err = run_cli(capsys, "run", BUGGY, "--shape", "M=64,N=64,K=64", "--backend", "interp")
+    assert code == 1 and "refusing to run" in err and "PASS" not in err
+
+
+def test_no_verify_compiles_it_anyway_and_says_so(capsys, tmp_path):
+    out_file = tmp_path / "k.ptx"
+    code, _, err = run_cli(capsys, "compile", BUGGY, "-o", str(out_file), "--no-verify")
+    assert code == 0 and out_file.read_text().count(".entry") == 1
+    assert "WARNING: --no-verify" in err and "NOT checked" in err
+
+
+def test_run_reports_what_was_verified(capsys):
+    code, out, err = run_cli(capsys, "run", GEMM, "--shape", "M=64,N=64,K=32", "--backend", "interp")
+    assert code == 0 and "PASS" in out
+    assert "argus: verified gemm_simt: 20 obligations proved" in err
+
+
+def test_verify_replay_shows_the_stale_tile(capsys):
+    code, out, _ = run_cli(capsys, "verify", BUGGY, "--replay", "--json")
+    payload = json.loads(out)
+    assert code == 1
+    replays = [r for r in payload["replay"] if r["obligation"] == "tag-assertion"]
+    (rep,) = replays
+    # the witness's a[value] holds an element of an earlier k-tile of A, found by value in the inputs
+    assert rep["replayed"] and rep["source"].startswith("A[")
+    k = int(rep["source"].split(",")[1].rstrip("]"))
+    assert k // 16 != rep["loop"]["kt"]
