@@ -79,16 +79,16 @@ def test_gemm_statement_spans():
     (loop,) = stmts(k, ir.For)
     assert loop.var == "kt" and (loop.span.line, loop.span.col) == (18, 5)
     inner = [(type(s).__name__, s.span.line) for s in loop.body]
-    assert inner == [("Let", 19), ("Assign", 20), ("Assign", 21), ("Store", 22), ("Store", 23),
-                     ("Barrier", 24), ("Assign", 25), ("Assign", 26), ("Assert", 27), ("Assign", 28),
-                     ("Barrier", 29)]
+    assert inner == [("Let", 19), ("Assign", 22), ("Assign", 25), ("Store", 26), ("Store", 27),
+                     ("Barrier", 28), ("Assign", 29), ("Assign", 30), ("Assert", 31), ("Assign", 32),
+                     ("Barrier", 33)]
     # inside the loop, statements are indented by 8
     assert all(s.span.col == 9 for s in loop.body)
     (an_assert,) = stmts(k, ir.Assert)
     assert an_assert.source == "assert tag(a)[1] // BK == kt"
-    assert isinstance(assign(k, "acc").op, ir.Mma) and assign(k, "acc").span.line == 28
+    assert isinstance(assign(k, "acc").op, ir.Mma) and assign(k, "acc").span.line == 32
     final = k.body[-1]
-    assert isinstance(final, ir.Store) and final.span.line == 30 and final.dst.base == "C"
+    assert isinstance(final, ir.Store) and final.span.line == 34 and final.dst.base == "C"
     assert [(a.name, a.span.line) for a in stmts(k, ir.SharedAlloc)] == [("sA", 14), ("sB", 15)]
 
 
