@@ -411,8 +411,8 @@ class KernelBuilder:
             if isinstance(last, ir.Assign) and last.name == v.name and v.name.startswith("_t"):
                 self.out[-1] = ir.Assign(name, last.op, last.type, self.sp(n))
             else:
-                self.out.append(ir.Assign(name, ir.Elementwise("+", (v.name, ir.FConst(0.0))), v.type,
-                                          self.sp(n)))
+                # `b = a`: the same values under a new name (a relabelling with the same coordinates)
+                self.out.append(ir.Assign(name, ir.Relabel(v.name), v.type, self.sp(n)))
             self.bind(name, FragVal(name, v.type), name_tok)
         elif isinstance(v, LayoutVal):
             self.bind(name, v, name_tok)
