@@ -196,14 +196,21 @@ def verify_first(args, kernel, sizes=None) -> dict | None:
     return None
 
 
-def cmd_run(args) -> int:
-    from argus_verify.reference import compute_reference, load_reference, make_inputs
-    from runtime.measure import rel_error, tolerance
+def prepare_to_run(args):
+    """The kernel, its reference, the sizes, and the verifier's refusal (None to go on)."""
+    from argus_verify.reference import load_reference
 
     k = load_kernel(args)
     ref = load_reference(args.file)
     sizes = resolve_sizes(args, k, ref)
-    refused = verify_first(args, k, sizes)
+    return k, ref, sizes, verify_first(args, k, sizes)
+
+
+def cmd_run(args) -> int:
+    from argus_verify.reference import compute_reference, make_inputs
+    from runtime.measure import rel_error, tolerance
+
+    k, ref, sizes, refused = prepare_to_run(args)
     if refused:
         emit(args, refused, "")
         return 1
@@ -332,12 +339,7 @@ def cmd_compile(args) -> int:
 def cmd_bench(args) -> int:
     from runtime.cuda import cuda_available
 
-    k = load_kernel(args)
-    from argus_verify.reference import load_reference
-
-    ref = load_reference(args.file)
-    sizes = resolve_sizes(args, k, ref)
-    refused = verify_first(args, k, sizes)
+    k, ref, sizes, refused = prepare_to_run(args)
     if refused:
         emit(args, refused, "")
         return 1

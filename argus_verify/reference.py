@@ -7,6 +7,7 @@ standard-normal floats, and `TOLERANCE` to tighten the dtype's default.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -27,10 +28,14 @@ def load_reference(kernel_path: str | Path) -> ModuleType | None:
         return None
     spec = importlib.util.spec_from_file_location(f"argus_ref_{path.stem.replace('.', '_')}", path)
     mod = importlib.util.module_from_spec(spec)
+    # a reference may import helper modules that sit beside it (specs/gemm_reference.py)
+    sys.path.insert(0, str(path.parent))
     try:
         spec.loader.exec_module(mod)
     except Exception as e:  # a broken reference file is bad input, not a crash
         raise ArgusError(f"cannot load reference {path}: {type(e).__name__}: {e}") from None
+    finally:
+        sys.path.remove(str(path.parent))
     if not hasattr(mod, "reference"):
         raise ArgusError(f"reference file {path} defines no reference(...) function")
     return mod

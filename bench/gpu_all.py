@@ -63,13 +63,9 @@ class Log:
 
 
 def load_ref(name: str):
-    import importlib.util
+    from argus_verify.reference import load_reference
 
-    path = ROOT / "specs" / f"{name}.ref.py"
-    spec = importlib.util.spec_from_file_location(f"argus_ref_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_reference(ROOT / "specs" / f"{name}.arg")
 
 
 def rotated(fn_for, sets: int):

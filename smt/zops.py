@@ -593,20 +593,3 @@ class Z3Ops:
 
 OPS = Z3Ops()
 
-
-def layout_offset(layout, coords, ops=OPS):
-    """Element offset of coordinate tuple `coords` (one entry per top-level mode) under `layout`
-    (a Layout, or a Swizzle o Layout). Matches `Layout((c0, c1, ...))` within the shape."""
-    from argus_verify.layout import ComposedLayout
-
-    inner = layout.inner if isinstance(layout, ComposedLayout) else layout
-    if len(coords) == 1:
-        off = inner.apply(coords[0], ops)
-    else:
-        off = None
-        for d, c in enumerate(coords):
-            term = inner.mode(d).apply(c, ops)
-            off = term if off is None else ops.add(off, term)
-    if isinstance(layout, ComposedLayout):
-        off = layout.outer.apply(off, ops)
-    return off

@@ -1,20 +1,5 @@
-"""Reference and default shapes for gemm_pipelined.arg."""
+"""Reference and default shapes for gemm_pipelined.arg: the GEMM reference of specs/gemm_reference.py."""
 
-import numpy as np
+from gemm_reference import BASELINE_NAME, SHAPES, baseline, reference, work
 
-SHAPES = {"M": 128, "N": 96, "K": 80}
-
-
-def reference(A, B):
-    return {"C": A.astype(np.float64) @ B.astype(np.float64)}
-
-BASELINE_NAME = "torch.matmul fp32, TF32 off (cuBLAS SGEMM)"
-
-
-def baseline(torch, inputs):
-    torch.backends.cuda.matmul.allow_tf32 = False
-    return lambda: torch.matmul(inputs["A"], inputs["B"])
-
-
-def work(sizes):
-    return {"flops": 2 * sizes["M"] * sizes["N"] * sizes["K"]}
+__all__ = ["BASELINE_NAME", "SHAPES", "baseline", "reference", "work"]

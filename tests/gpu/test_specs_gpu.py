@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from argus_verify import ir
+from argus_verify import ir, reference
 from frontend import compile_file, compile_source
 from lowering.ptx import eval_iexpr
 from runtime.measure import random_inputs, rel_error, tolerance
@@ -51,11 +51,7 @@ EXACT = {"vecadd", "transpose_smem"}
 
 
 def load_reference(name: str):
-    path = SPECS / f"{name}.ref.py"
-    spec = importlib.util.spec_from_file_location(f"argus_ref_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return reference.load_reference(SPECS / f"{name}.arg")
 
 
 def make_inputs(kernel: ir.Kernel, sizes: dict, seed: int) -> dict:
