@@ -1638,13 +1638,10 @@ def _fma_pairing(ta: ir.FragType, tb: ir.FragType, tc: ir.FragType, span):
     return ia[0], ib[0]
 
 
-def _find_groups(kept: list, wmax: int, col, aligned) -> list:
-    """Greedy vector groups: a leader v (aligned for width w) and w - 1 values at col(v) + 1, + 2, ..."""
+def _greedy_groups(order: list, wmax: int, aligned, member) -> list:
+    """Greedy vector groups: a leader v aligned for width w, and the values member(v, i) for
+    i = 1 .. w - 1 (the value i elements after v, not yet used), halving w until they all exist."""
     used: set = set()
-    index = defaultdict(list)
-    for v in kept:
-        index[int(col(v)[0])].append(v)
-    order = sorted(kept, key=lambda v: (int(col(v)[0]), v))
     groups = []
     for v in order:
         if v in used:
@@ -1654,12 +1651,8 @@ def _find_groups(kept: list, wmax: int, col, aligned) -> list:
         while w > 1 and chosen is None:
             if aligned(v, w):
                 members = [v]
-                base = col(v)
                 for i in range(1, w):
-                    target = base + i
-                    cand = next((u for u in index.get(int(target[0]), [])
-                                 if u not in used and u not in members and np.array_equal(col(u), target)),
-                                None)
+                    cand = member(v, i, lambda u, taken=members: u not in used and u not in taken)
                     if cand is None:
                         break
                     members.append(cand)
@@ -1670,33 +1663,30 @@ def _find_groups(kept: list, wmax: int, col, aligned) -> list:
         used.update(chosen)
         groups.append(chosen)
     return groups
+
+
+def _find_groups(kept: list, wmax: int, col, aligned) -> list:
+    """Vector groups from concrete per-thread columns: members sit at col(v) + 1, + 2, ..."""
+    index = defaultdict(list)
+    for v in kept:
+        index[int(col(v)[0])].append(v)
+
+    def member(v, i, free):
+        target = col(v) + i
+        return next((u for u in index.get(int(target[0]), []) if free(u) and np.array_equal(col(u), target)),
+                    None)
+
+    order = sorted(kept, key=lambda v: (int(col(v)[0]), v))
+    return _greedy_groups(order, wmax, aligned, member)
 
 
 def _find_groups_aff(em: Emitter, kept: list, wmax: int, offs: dict) -> list:
     """Vector groups from symbolic offsets: contiguous when offsets differ by exact constants."""
-    used: set = set()
-    groups = []
-    for v in kept:
-        if v in used:
-            continue
-        chosen = None
-        w = wmax
-        while w > 1 and chosen is None:
-            if em.multiple(offs[v]) % w == 0:
-                members = [v]
-                for i in range(1, w):
-                    cand = next((u for u in kept if u not in used and u not in members
-                                 and em.sub(offs[u], offs[v]) == i), None)
-                    if cand is None:
-                        break
-                    members.append(cand)
-                if len(members) == w:
-                    chosen = members
-            w //= 2
-        chosen = chosen or [v]
-        used.update(chosen)
-        groups.append(chosen)
-    return groups
+
+    def member(v, i, free):
+        return next((u for u in kept if free(u) and em.sub(offs[u], offs[v]) == i), None)
+
+    return _greedy_groups(kept, wmax, lambda v, w: em.multiple(offs[v]) % w == 0, member)
 
 
 def _dot(em: Emitter, coords: list, strides: list):
