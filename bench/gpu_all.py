@@ -46,8 +46,11 @@ GEMM_VARIANTS = [
     ("gemm_simt_db", "double-buffered 128x64x16 t8x4 2blk", {}, {}),
     ("gemm_simt_db", "double-buffered 128x64x16 t8x4 1blk", {}, {"min_blocks_per_sm": 0}),
     ("gemm_simt_db", "double-buffered 128x64x8 t8x4 2blk", {"BK": 8}, {}),
-    ("gemm_pipelined", "3 stages", {}, {}),
-    ("gemm_pipelined", "2 stages", {"STAGES": 2}, {}),
+    ("gemm_pipelined", "3 stages 128x64x16 t8x4 2blk", {}, {}),
+    ("gemm_pipelined", "2 stages 128x64x16 t8x4 2blk", {"STAGES": 2}, {}),
+    ("gemm_pipelined", "4 stages 128x64x16 t8x4 2blk", {"STAGES": 4}, {}),
+    ("gemm_pipelined", "3 stages 64x64x16 t4x4 1blk", {"BM": 64, "BN": 64, "TM": 4, "TN": 4},
+     {"min_blocks_per_sm": 0}),
 ]
 
 
