@@ -51,7 +51,7 @@ SPEC_CONSTS = [
     ("gemm_simt", {}), ("gemm_simt", SMALL_GEMM),
     ("gemm_simt", {"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 4}),
     ("gemm_simt", {"BM": 32, "BN": 64, "BK": 8, "TM": 2, "TN": 4}),
-    ("gemm_pipelined", {}), ("gemm_pipelined", {"STAGES": 2}), ("gemm_pipelined", {"STAGES": 4}),
+    ("gemm_pipelined", {}), ("gemm_pipelined", {"STAGES": 3}), ("gemm_pipelined", {"STAGES": 4}),
     ("gemm_simt_db", {}), ("gemm_simt_db", SMALL_GEMM),
 ]
 

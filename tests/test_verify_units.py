@@ -185,7 +185,8 @@ def test_boxes_cover_exactly(points):
 
 
 def pipelined():
-    return Analysis(compile_file("specs/gemm_pipelined.arg"))
+    # the three-stage schedule: two commit groups in the prologue, one per iteration
+    return Analysis(compile_file("specs/gemm_pipelined.arg", {"STAGES": 3}))
 
 
 def test_program_order_and_commit_groups():
