@@ -38,6 +38,13 @@ NP = NumpyOps()
 MAX_DEPTH = 60  # nested fragment evaluations before giving up (loop-carried data through smem)
 
 
+def _getter(cell):
+    """How to read a value's function: its tag for fragments, its integer for scalars."""
+    if cell.is_frag:
+        return lambda val, S, ctx, inst, t, v: val.tag(S, ctx, inst, t, v)
+    return lambda val, S, ctx, inst, t, v: val.fn(S, ctx, inst, t, v)
+
+
 class AnalysisError(Exception):
     """A construct beyond the encoding; the verifier reports every obligation as unknown."""
 
@@ -1128,64 +1135,41 @@ class Analysis:
                     changed = True
 
     def set_shift(self, cell, p):
+        """Iteration n sees the head value `pre` at n = 0, and the body-end value `p` of
+        iteration n - 1 after that."""
         L = cell.loop
-        pre = cell.pre
         cell.mode = "shift"
         self.set_cfn(cell, p, L, "shift")
-        if cell.is_frag:
-
-            def fn(S, ctx, inst, t, v):
-                n = inst.cnt[L.var]
-                first = Z.Eq(n, bv(0))
-                if Z.is_true(first):
-                    return pre.tag(S, ctx, inst, t, v)
-                prev = self.shifted_inst(S, ctx, inst, L, Z.sub(n, bv(1)))
-                return V.ite(first, pre.tag(S, ctx, inst, t, v), p.tag(S, ctx, prev, t, v))
-        else:
-
-            def fn(S, ctx, inst, t, v=None):
-                n = inst.cnt[L.var]
-                first = Z.Eq(n, bv(0))
-                if Z.is_true(first):
-                    return pre.fn(S, ctx, inst, t, v)
-                prev = self.shifted_inst(S, ctx, inst, L, Z.sub(n, bv(1)))
-                return Z.Ite(first, pre.fn(S, ctx, inst, t, v), p.fn(S, ctx, prev, t, v))
-
-        cell.fn = fn
+        cell.fn = self._first_or(cell, p, L, lambda n: Z.sub(n, bv(1)))
 
     def set_first(self, cell, p, L):
-        pre = cell.pre
+        """Iteration n sees `pre` at n = 0 and the body-end value of iteration 0 after that."""
         cell.mode = "first"
         self.set_cfn(cell, p, L, "first")
-        if cell.is_frag:
+        cell.fn = self._first_or(cell, p, L, lambda n: bv(0))
+        get = _getter(cell)
 
-            def fn(S, ctx, inst, t, v):
-                n = inst.cnt[L.var]
-                first = Z.Eq(n, bv(0))
-                if Z.is_true(first):
-                    return pre.tag(S, ctx, inst, t, v)
-                at0 = self.shifted_inst(S, ctx, inst, L, bv(0))
-                tf = p.tag(S, ctx, at0, t, v)
-                tf = tf.replace(err=tf.err)
-                return V.ite(first, pre.tag(S, ctx, inst, t, v), tf)
+        def target(S, ctx, inst, t, v=None):
+            return get(p, S, ctx, self.shifted_inst(S, ctx, inst, L, bv(0)), t, v)
 
-            def target(S, ctx, inst, t, v):
-                return p.tag(S, ctx, self.shifted_inst(S, ctx, inst, L, bv(0)), t, v)
-        else:
-
-            def fn(S, ctx, inst, t, v=None):
-                n = inst.cnt[L.var]
-                first = Z.Eq(n, bv(0))
-                if Z.is_true(first):
-                    return pre.fn(S, ctx, inst, t, v)
-                at0 = self.shifted_inst(S, ctx, inst, L, bv(0))
-                return Z.Ite(first, pre.fn(S, ctx, inst, t, v), p.fn(S, ctx, at0, t, v))
-
-            def target(S, ctx, inst, t, v=None):
-                return p.fn(S, ctx, self.shifted_inst(S, ctx, inst, L, bv(0)), t, v)
-
-        cell.fn = fn
         cell.target = target
+
+    def _first_or(self, cell, p, L, other):
+        """A carried value: `cell.pre` in the loop's first iteration, else `p` at the iteration
+        `other(n)` (tags for fragments, integers for scalars)."""
+        pre = cell.pre
+        get = _getter(cell)
+        ite = V.ite if cell.is_frag else Z.Ite
+
+        def fn(S, ctx, inst, t, v=None):
+            n = inst.cnt[L.var]
+            first = Z.Eq(n, bv(0))
+            if Z.is_true(first):
+                return get(pre, S, ctx, inst, t, v)
+            at = self.shifted_inst(S, ctx, inst, L, other(n))
+            return ite(first, get(pre, S, ctx, inst, t, v), get(p, S, ctx, at, t, v))
+
+        return fn
 
     def shifted_inst(self, S, ctx, inst, L, n):
         out = V.Inst(inst.node, inst.cnt, inst.vals, inst.cons)
