@@ -1,0 +1,74 @@
+"""Golden outputs: every spec's PTX and every spec's verification report, byte for byte.
+
+Refactors must not change what users see. The golden files under tests/golden/ were recorded with
+the CLI; a deliberate change of output is re-recorded with
+
+    ARGUS_REGEN_GOLDEN=1 python -m pytest tests/test_golden.py
+
+and the diff of tests/golden/ is then reviewed like code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from argus_verify.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden"
+SPECS = sorted((ROOT / "specs").glob("*.arg"))
+ALL = SPECS + sorted((ROOT / "specs" / "buggy").glob("*.arg"))
+REGEN = os.environ.get("ARGUS_REGEN_GOLDEN") == "1"
+
+
+def _cli(capsys, argv) -> str:
+    main(argv)
+    return capsys.readouterr().out
+
+
+def _check(path: Path, text: str) -> None:
+    if REGEN:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return
+    assert path.exists(), f"no golden file {path.relative_to(ROOT)}; record it with ARGUS_REGEN_GOLDEN=1"
+    assert text == path.read_text(), f"output differs from {path.relative_to(ROOT)}"
+
+
+def _rel(p: Path) -> str:
+    return str(p.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[p.stem for p in SPECS])
+def test_ptx_is_unchanged(spec, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    ptx = _cli(capsys, ["compile", _rel(spec), "--no-verify"])
+    assert ".entry" in ptx
+    _check(GOLDEN / "ptx" / f"{spec.stem}.ptx", ptx)
+
+
+def _strip_times(text: str) -> str:
+    return re.sub(r"\(\d+\.\d+ s\)", "(T s)", text)
+
+
+def _strip_json_times(obj):
+    if isinstance(obj, dict):
+        return {k: _strip_json_times(v) for k, v in obj.items() if k not in ("seconds", "time_s")}
+    if isinstance(obj, list):
+        return [_strip_json_times(v) for v in obj]
+    return obj
+
+
+@pytest.mark.parametrize("spec", ALL, ids=[f"{p.parent.name}/{p.stem}" for p in ALL])
+def test_verdicts_and_witnesses_are_unchanged(spec, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    text = _strip_times(_cli(capsys, ["verify", _rel(spec), "--jobs", "1"]))
+    data = _strip_json_times(json.loads(_cli(capsys, ["verify", _rel(spec), "--json", "--jobs", "1"])))
+    name = f"{spec.parent.name}__{spec.stem}"
+    _check(GOLDEN / "verify" / f"{name}.txt", text)
+    _check(GOLDEN / "verify" / f"{name}.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
