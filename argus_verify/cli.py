@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_kernel(args):
-    from frontend import compile_file
+    from argus_verify.frontend import compile_file
 
     consts = parse_assignments(getattr(args, "const", None), "compile-time parameter")
     return compile_file(args.file, consts, getattr(args, "kernel", None))
@@ -174,7 +174,7 @@ def verify_first(args, kernel, sizes=None) -> dict | None:
               "(bounds, races, barriers, tags)", file=sys.stderr)
         return None
     try:
-        import smt
+        from argus_verify import smt
         verify = smt.verify
     except (ImportError, AttributeError):
         print("argus: note: the verifier is not available in this build; not verified", file=sys.stderr)
@@ -208,7 +208,7 @@ def prepare_to_run(args):
 
 def cmd_run(args) -> int:
     from argus_verify.reference import compute_reference, make_inputs
-    from runtime.measure import rel_error, tolerance
+    from argus_verify.runtime.measure import rel_error, tolerance
 
     k, ref, sizes, refused = prepare_to_run(args)
     if refused:
@@ -216,7 +216,7 @@ def cmd_run(args) -> int:
         return 1
     backend = args.backend
     if backend in ("auto", "cuda"):
-        from runtime.cuda import cuda_available
+        from argus_verify.runtime.cuda import cuda_available
 
         if cuda_available():
             backend = "cuda"
@@ -233,11 +233,11 @@ def cmd_run(args) -> int:
     scalars = {n: v for n, v in inputs.items() if not isinstance(v, np.ndarray)}
     t0 = time.perf_counter()
     if backend == "cuda":
-        from runtime.cuda_backend import run_cuda
+        from argus_verify.runtime.cuda_backend import run_cuda
 
         outputs = run_cuda(k, arrays, sizes, scalars)
     else:
-        from runtime.interp import run
+        from argus_verify.runtime.interp import run
 
         outputs = run(k, arrays, sizes, scalars)
     elapsed = time.perf_counter() - t0
@@ -274,8 +274,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    import smt
-
+    from argus_verify import smt
     k = load_kernel(args)
     given = parse_assignments(args.shape, "shape")
     unknown = [s for s in given if s not in k.sizes]
@@ -303,7 +302,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    from lowering.ptx import lower
+    from argus_verify.lowering.ptx import lower
 
     k = load_kernel(args)
     refused = verify_first(args, k)
@@ -316,7 +315,7 @@ def cmd_compile(args) -> int:
         Path(args.output).write_text(lowered.ptx)
         result["output"] = args.output
     if args.stats:
-        from lowering.ptxas import assemble
+        from argus_verify.lowering.ptxas import assemble
 
         stats = assemble(lowered.ptx)
         result["stats"] = {name: {"registers": s.registers, "shared_bytes": s.shared_bytes,
@@ -337,7 +336,7 @@ def cmd_compile(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from runtime.cuda import cuda_available
+    from argus_verify.runtime.cuda import cuda_available
 
     k, ref, sizes, refused = prepare_to_run(args)
     if refused:
@@ -345,7 +344,7 @@ def cmd_bench(args) -> int:
         return 1
     if not cuda_available():
         raise UsageError("argus bench needs an NVIDIA GPU and pycuda (the 'cuda' extra); none here")
-    from runtime.bench import bench_report
+    from argus_verify.runtime.bench import bench_report
 
     result = bench_report(k, sizes, ref, reps=args.reps)
     emit(args, result, result.get("text", json.dumps(result)))

@@ -48,7 +48,7 @@ def default_sizes(kernel: ir.Kernel, ref: ModuleType | None) -> dict[str, int]:
 
 def make_inputs(kernel: ir.Kernel, sizes: dict, rng: np.random.Generator, ref: ModuleType | None = None) -> dict:
     """Fresh random inputs (standard normal; never zeros), or the reference's own generator."""
-    from runtime.interp import to_dtype
+    from argus_verify.runtime.interp import to_dtype
 
     if ref is not None and hasattr(ref, "make_inputs"):
         return dict(ref.make_inputs(dict(sizes), rng))

@@ -36,7 +36,7 @@ def find_in_inputs(value: float, inputs: dict) -> str | None:
 
 
 def replay_one(kernel: ir.Kernel, result, path: str) -> dict:
-    from runtime.interp import run
+    from argus_verify.runtime.interp import run
 
     w = _witness_fields(result)
     element = w.get("element") or {}

@@ -28,11 +28,9 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import numpy as np
 
-import numpy as np  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MiB = 1 << 20
 
@@ -98,7 +96,7 @@ class Bench:
         torch.backends.cudnn.allow_tf32 = False
         self.dev = torch.device("cuda")
         torch.zeros(1, device=self.dev)  # create torch's (primary) context first
-        from runtime import cuda
+        from argus_verify.runtime import cuda
 
         self.cuda = cuda
         cuda.ensure_context()
@@ -106,9 +104,9 @@ class Bench:
 
     # -- helpers -----------------------------------------------------------------------------
     def compile(self, name: str, consts: dict, opts: dict):
-        from frontend import compile_file
-        from lowering import ptxas
-        from lowering.ptx import lower
+        from argus_verify.frontend import compile_file
+        from argus_verify.lowering import ptxas
+        from argus_verify.lowering.ptx import lower
 
         kernel = compile_file(ROOT / "specs" / f"{name}.arg", consts)
         lk = lower(kernel, **opts)
@@ -123,7 +121,7 @@ class Bench:
 
     def inputs(self, kernel, sizes, seed):
         from argus_verify import ir
-        from runtime.measure import random_inputs
+        from argus_verify.runtime.measure import random_inputs
 
         rng = np.random.default_rng(seed)
         specs = []
@@ -134,8 +132,8 @@ class Bench:
 
     def check(self, name, kernel, sizes, opts, reference=None) -> float:
         """Max relative error over the outputs on fresh random inputs (raises if over tolerance)."""
-        from runtime.cuda_backend import run_cuda
-        from runtime.measure import rel_error, tolerance
+        from argus_verify.runtime.cuda_backend import run_cuda
+        from argus_verify.runtime.measure import rel_error, tolerance
 
         inputs = self.inputs(kernel, sizes, seed=int(time.time()) & 0xFFFF)
         out = run_cuda(kernel, inputs, sizes, lower_options=opts)
@@ -149,7 +147,7 @@ class Bench:
         return worst
 
     def time_kernel(self, kernel, sizes, opts):
-        from runtime.cuda_backend import bench_cuda
+        from argus_verify.runtime.cuda_backend import bench_cuda
 
         return bench_cuda(kernel, sizes, warmup=self.args.warmup, reps=self.args.reps, lower_options=opts)
 
@@ -328,7 +326,7 @@ def main(argv=None) -> int:
 
         log(f"torch {torch.__version__}, device {torch.cuda.get_device_name(0)}, "
             f"python {sys.version.split()[0]}")
-        from lowering.ptxas import find_ptxas
+        from argus_verify.lowering.ptxas import find_ptxas
 
         exe = find_ptxas()
         if exe:

@@ -12,15 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from argus_verify import smt
+from argus_verify.frontend import compile_file
 
-import smt  # noqa: E402
-from frontend import compile_file  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def bench(path: Path, runs: int, timeout: float, jobs: int = 1) -> dict:

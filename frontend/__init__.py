@@ -7,8 +7,8 @@ from pathlib import Path
 
 from argus_verify import ir
 from argus_verify.diagnostics import ArgusError, ArgusTypeError, Span
-from frontend.build import KernelBuilder, build_tagfn, span_of
-from frontend.parser import parse
+from argus_verify.frontend.build import KernelBuilder, build_tagfn, span_of
+from argus_verify.frontend.parser import parse
 
 
 def compile_source(text: str, filename: str = "<string>", consts: Mapping[str, int] | None = None,

@@ -14,8 +14,8 @@ from lark import Token, Tree
 
 from argus_verify import ir
 from argus_verify.diagnostics import ArgusTypeError, Span
+from argus_verify.frontend.linear import constant_difference
 from argus_verify.layout import ComposedLayout, Layout, LayoutError, Swizzle, col_major, compose, row_major
-from frontend.linear import constant_difference
 
 DTYPES = tuple(ir.DTYPE_BYTES)
 RESERVED = {"grid", "block", "policy", "load", "store", "zeros", "full", "shared", "copy_async", "commit", "wait",

@@ -21,7 +21,7 @@ import numpy as np
 from argus_verify import ir
 from argus_verify.diagnostics import SOURCES, Span
 from argus_verify.layout import NumpyOps
-from lowering.emitter import Aff, Emitter, LoweringError, Reg, f32_imm, f64_imm
+from argus_verify.lowering.emitter import Aff, Emitter, LoweringError, Reg, f32_imm, f64_imm
 
 __all__ = ["KernelParam", "LoweredKernel", "LoweringError", "eval_iexpr", "lower"]
 

@@ -19,12 +19,12 @@ import numpy as np
 
 from argus_verify import ir
 from argus_verify.reference import compute_reference, make_inputs
-from runtime.measure import rel_error, tolerance
+from argus_verify.runtime.measure import rel_error, tolerance
 
 
 def bench_report(kernel: ir.Kernel, sizes: Mapping[str, int], ref: ModuleType | None, reps: int = 50) -> dict:
-    from runtime.cuda import torch_time
-    from runtime.cuda_backend import bench_cuda, run_cuda
+    from argus_verify.runtime.cuda import torch_time
+    from argus_verify.runtime.cuda_backend import bench_cuda, run_cuda
 
     sizes = dict(sizes)
     rng = np.random.default_rng()

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.measure import Timing, summarize
+from argus_verify.runtime.measure import Timing, summarize
 
 __all__ = [
     "H200_L2_BYTES",

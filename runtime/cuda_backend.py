@@ -22,8 +22,8 @@ import attrs
 import numpy as np
 
 from argus_verify import ir
-from lowering.ptx import LoweredKernel, eval_iexpr, lower
-from runtime.measure import Timing
+from argus_verify.lowering.ptx import LoweredKernel, eval_iexpr, lower
+from argus_verify.runtime.measure import Timing
 
 __all__ = ["CompiledKernel", "bench_cuda", "compile_cuda", "launch_args", "run_cuda"]
 
@@ -45,8 +45,8 @@ _CACHE: dict[str, CompiledKernel] = {}
 def compile_cuda(kernel: ir.Kernel | LoweredKernel, lower_options: Mapping | None = None) -> CompiledKernel:
     """Lower (if needed, with `lowering.ptx.lower` keyword options), assemble and load a kernel;
     cached by PTX text."""
-    from lowering import ptxas
-    from runtime import cuda
+    from argus_verify.lowering import ptxas
+    from argus_verify.runtime import cuda
 
     lk = kernel if isinstance(kernel, LoweredKernel) else lower(kernel, **dict(lower_options or {}))
     hit = _CACHE.get(lk.ptx)
@@ -139,7 +139,7 @@ def run_cuda(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray], sizes: Mapping
              scalars: Mapping | None = None, *,
              lower_options: Mapping | None = None) -> dict[str, np.ndarray]:
     """Run `kernel` once on the GPU and return its outputs (poisoned with NaN before the launch)."""
-    from runtime import cuda
+    from argus_verify.runtime import cuda
 
     scalars = dict(scalars or {})
     sizes = _check_sizes(kernel, sizes, scalars)
@@ -174,8 +174,8 @@ def bench_cuda(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping | N
     Inputs default to standard-normal random data (the same values in every rotated copy: what
     matters for timing is that each copy sits at different addresses).
     """
-    from runtime import cuda
-    from runtime.measure import random_inputs
+    from argus_verify.runtime import cuda
+    from argus_verify.runtime.measure import random_inputs
 
     scalars = dict(scalars or {})
     sizes = _check_sizes(kernel, sizes, scalars)

@@ -11,11 +11,12 @@ See docs/verify.md for the encoding and what "proved" means.
 
 from __future__ import annotations
 
+import gc
 import time
 import traceback
 
 from argus_verify import ir
-from smt.report import OBLIGATIONS, WARNINGS, ObligationResult, VerifyReport
+from argus_verify.smt.report import OBLIGATIONS, WARNINGS, ObligationResult, VerifyReport
 
 __all__ = ["verify", "VerifyReport", "ObligationResult", "OBLIGATIONS", "WARNINGS"]
 
@@ -35,8 +36,22 @@ def verify(
     `jobs` > 1 checks groups of obligations in that many forked processes (POSIX only; do not
     use it from a process that runs other threads). The results are the same, only sooner.
     """
-    from smt import obligations as O
-    from smt.analysis import Analysis, AnalysisError
+    # Z3 numbers its terms in creation order and reuses the numbers of freed ones; its search, and
+    # so the witness it returns, depends on those numbers. Python's cycle collector frees Z3 terms
+    # at times set by unrelated allocations, so it is paused here and run only between steps:
+    # the witness is then a function of the kernel and the verifier's code alone.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _verify(kernel, timeout_s, shapes, checks, jobs)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
+    from argus_verify.smt import obligations as O
+    from argus_verify.smt.analysis import Analysis, AnalysisError
 
     t0 = time.perf_counter()
     shapes = {k: int(v) for k, v in (shapes or {}).items() if k in kernel.sizes}
@@ -71,6 +86,7 @@ def verify(
 
     def run_step(i):
         name, fn = steps[i]
+        gc.collect()
         try:
             return fn(an, timeout_s)
         except AnalysisError as e:
@@ -131,7 +147,8 @@ def _parallel(run_step, todo, jobs):
     order = sorted(todo, key=lambda i: {1: 0, 6: 1, 2: 2, 8: 3, 3: 4}.get(i, 9))
     _WORK = run_step
     try:
-        with ctx.Pool(min(jobs, len(todo))) as pool:
+        # one fresh fork per step: each step starts from the same state as in any other run
+        with ctx.Pool(min(jobs, len(todo)), maxtasksperchild=1) as pool:
             return dict(pool.imap_unordered(_work, order))
     except Exception:  # noqa: BLE001 - fall back to running here
         return None

@@ -28,11 +28,11 @@ import numpy as np
 from argus_verify import ir
 from argus_verify.diagnostics import SOURCES
 from argus_verify.layout import NumpyOps
-from smt import program as P
-from smt import values as V
-from smt import zops as Z
-from smt.values import FragV, IntV, TagVal, Tr
-from smt.zops import FALSE, OPS, TRUE, bv
+from argus_verify.smt import program as P
+from argus_verify.smt import values as V
+from argus_verify.smt import zops as Z
+from argus_verify.smt.values import FragV, IntV, TagVal, Tr
+from argus_verify.smt.zops import FALSE, OPS, TRUE, bv
 
 NP = NumpyOps()
 MAX_DEPTH = 60  # nested fragment evaluations before giving up (loop-carried data through smem)
@@ -711,7 +711,7 @@ class Analysis:
             lin = lin_mul(a.lin, b.lin)
         ca, cb = _const_of(a), _const_of(b)
         if ca is not None and cb is not None:
-            from frontend.build import fold
+            from argus_verify.frontend.build import fold
 
             r = fold(op, ca, cb)
             if r is not None:
@@ -1212,7 +1212,7 @@ class Analysis:
 
     def invariant_check(self, L, cells, post, end_node) -> list:
         """The cells whose body-end value may differ from the head hypothesis of the next iteration."""
-        from smt.query import solve
+        from argus_verify.smt.query import solve
 
         bad = []
         for c in cells:

@@ -28,13 +28,13 @@ import z3
 
 from argus_verify import ir
 from argus_verify.diagnostics import NO_SPAN
-from smt import program as P
-from smt import values as V
-from smt import zops as Z
-from smt.analysis import NP, View, boxes_of, src_text
-from smt.query import Ev, Query, exists_check, solve
-from smt.report import ObligationResult
-from smt.zops import FALSE, OPS, TRUE, bv
+from argus_verify.smt import program as P
+from argus_verify.smt import values as V
+from argus_verify.smt import zops as Z
+from argus_verify.smt.analysis import NP, View, boxes_of, src_text
+from argus_verify.smt.query import Ev, Query, exists_check, solve
+from argus_verify.smt.report import ObligationResult
+from argus_verify.smt.zops import FALSE, OPS, TRUE, bv
 
 # ---------------------------------------------------------------------------------------------
 # helpers

@@ -15,9 +15,9 @@ enclosing loop. This module gives, as Z3 formulas over instances:
 from __future__ import annotations
 
 from argus_verify import ir
-from smt import zops as Z
-from smt.values import Inst
-from smt.zops import FALSE, TRUE, bv
+from argus_verify.smt import zops as Z
+from argus_verify.smt.values import Inst
+from argus_verify.smt.zops import FALSE, TRUE, bv
 
 
 class LoopInfo:

@@ -16,8 +16,8 @@ import time
 
 import z3
 
-from smt import values as V
-from smt import zops as Z
+from argus_verify.smt import values as V
+from argus_verify.smt import zops as Z
 
 
 class Ev:
@@ -217,7 +217,7 @@ def exists_check(q: Query, model, build) -> bool:
 
 def validate_reads(q: Query, model, reads) -> str | None:
     """Each shared read the model resolved to write W@w: no write to that offset lies between."""
-    from smt import program as P
+    from argus_verify.smt import program as P
 
     an = q.an
     ev = Ev(model)

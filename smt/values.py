@@ -20,8 +20,8 @@ import itertools
 
 import z3
 
-from smt import zops as Z
-from smt.zops import FALSE, TRUE, bv
+from argus_verify.smt import zops as Z
+from argus_verify.smt.zops import FALSE, TRUE, bv
 
 _ids = itertools.count()
 

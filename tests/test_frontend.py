@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from argus_verify import ir
+from argus_verify.frontend import compile_file, compile_source, parse
 from argus_verify.layout import ComposedLayout, Layout, Swizzle, functionally_equal
-from frontend import compile_file, compile_source, parse
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 SPEC_FILES = sorted(SPECS.glob("*.arg"))

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from argus_verify.diagnostics import ArgusError, ArgusSyntaxError, ArgusTypeError, format_error
-from frontend import compile_source
+from argus_verify.frontend import compile_source
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 

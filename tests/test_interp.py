@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from argus_verify.diagnostics import ArgusRuntimeError
+from argus_verify.frontend import compile_file, compile_source
 from argus_verify.reference import compute_reference, load_reference, make_inputs
-from frontend import compile_file, compile_source
-from runtime.interp import round_bf16, run
-from runtime.measure import rel_error, tolerance
+from argus_verify.runtime.interp import round_bf16, run
+from argus_verify.runtime.measure import rel_error, tolerance
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

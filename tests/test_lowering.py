@@ -17,15 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from argus_verify import ir
+from argus_verify.frontend import compile_file, compile_source
 from argus_verify.layout import ComposedLayout, Layout, Swizzle
+from argus_verify.lowering.emitter import Aff, Emitter, LoweringError
+from argus_verify.lowering.ptx import lower
+from argus_verify.lowering.ptxas import assemble, ptxas_available
+from argus_verify.lowering.ptxsim import PtxSimError, run_lowered, simulate
 from argus_verify.reference import make_inputs
-from frontend import compile_file, compile_source
-from lowering.emitter import Aff, Emitter, LoweringError
-from lowering.ptx import lower
-from lowering.ptxas import assemble, ptxas_available
-from lowering.ptxsim import PtxSimError, run_lowered, simulate
-from runtime.interp import run as interp_run
-from runtime.measure import rel_error
+from argus_verify.runtime.interp import run as interp_run
+from argus_verify.runtime.measure import rel_error
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from runtime.measure import Timing, random_inputs, rel_error, summarize, tolerance
+from argus_verify.runtime.measure import Timing, random_inputs, rel_error, summarize, tolerance
 
 # ---------------------------------------------------------------- rel_error
 
@@ -148,8 +148,7 @@ def test_summarize_single_and_errors() -> None:
 
 
 def test_cuda_module_imports_without_pycuda() -> None:
-    import runtime.cuda as rc
-
+    from argus_verify.runtime import cuda as rc
     if importlib.util.find_spec("pycuda") is None:
         assert rc.cuda_available() is False
     else:
@@ -157,7 +156,7 @@ def test_cuda_module_imports_without_pycuda() -> None:
 
 
 def test_rotations_for() -> None:
-    from runtime.cuda import H200_L2_BYTES, rotations_for
+    from argus_verify.runtime.cuda import H200_L2_BYTES, rotations_for
 
     assert H200_L2_BYTES == 60 * 2**20
     # Big sets: one already exceeds 3x L2.

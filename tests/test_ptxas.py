@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lowering.ptxas import (
+from argus_verify.lowering.ptxas import (
     PtxasError,
     PtxStats,
     assemble,
@@ -170,8 +170,7 @@ def test_bad_arch_rejected() -> None:
 
 
 def test_missing_ptxas_raises(monkeypatch: pytest.MonkeyPatch) -> None:
-    import lowering.ptxas as mod
-
+    from argus_verify.lowering import ptxas as mod
     monkeypatch.setattr(mod, "find_ptxas", lambda: None)
     assert not mod.ptxas_available()
     with pytest.raises(PtxasError):
@@ -179,8 +178,7 @@ def test_missing_ptxas_raises(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_find_ptxas_uses_cuda_home(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    import lowering.ptxas as mod
-
+    from argus_verify.lowering import ptxas as mod
     fake = tmp_path / "bin" / "ptxas"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\nexit 0\n")

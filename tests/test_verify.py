@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-import smt
+from argus_verify import smt
 from argus_verify.diagnostics import Span
-from frontend import compile_file, compile_source
-from smt.report import ObligationResult, VerifyReport
+from argus_verify.frontend import compile_file, compile_source
+from argus_verify.smt.report import ObligationResult, VerifyReport
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted((ROOT / "specs").glob("*.arg"))

@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from argus_verify import ir
+from argus_verify.frontend import compile_file, compile_source
 from argus_verify.layout import ComposedLayout, Layout, Swizzle
-from frontend import compile_file, compile_source
-from smt import program as P
-from smt import values as V
-from smt import zops as Z
-from smt.analysis import Analysis, boxes_of
-from smt.query import Query
+from argus_verify.smt import program as P
+from argus_verify.smt import values as V
+from argus_verify.smt import zops as Z
+from argus_verify.smt.analysis import Analysis, boxes_of
+from argus_verify.smt.query import Query
 
 FAST = settings(max_examples=40, deadline=None)
 MODES = ("int", "bv")
@@ -294,8 +294,7 @@ kernel aff(x: f32[M, N]) -> out: f32[M, N]:
         store(out[row : row + 1, c : c + 256], xs)
         c = c + 256
 """
-    import smt
-
+    from argus_verify import smt
     an = Analysis(compile_source(src, "aff.arg"))
     an.finish(10)
     assert [(c.name, c.mode) for c in an.cells] == [("c", "affine")]

@@ -9,7 +9,7 @@ import pytest
 
 @functools.cache
 def _cuda() -> bool:
-    from runtime.cuda import cuda_available
+    from argus_verify.runtime.cuda import cuda_available
 
     return cuda_available()
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from argus_verify import ir, reference
-from frontend import compile_file, compile_source
-from lowering.ptx import eval_iexpr
-from runtime.measure import random_inputs, rel_error, tolerance
+from argus_verify.frontend import compile_file, compile_source
+from argus_verify.lowering.ptx import eval_iexpr
+from argus_verify.runtime.measure import random_inputs, rel_error, tolerance
 
 _kspec = importlib.util.spec_from_file_location("argus_gpu_kernels", Path(__file__).with_name("kernels.py"))
 KERNELS = importlib.util.module_from_spec(_kspec)
@@ -74,7 +74,7 @@ def params():
 
 @pytest.mark.parametrize("name,consts,sizes", params())
 def test_spec_matches_reference(name, consts, sizes):
-    from runtime.cuda_backend import run_cuda
+    from argus_verify.runtime.cuda_backend import run_cuda
 
     kernel = compile_file(SPECS / f"{name}.arg", consts)
     if not all(eval_iexpr(r, sizes) for r in kernel.requires):
@@ -93,10 +93,10 @@ def test_spec_matches_reference(name, consts, sizes):
 @pytest.mark.parametrize("name", ["vecadd", "transpose_smem", "row_softmax", "reduce_sum", "gemm_simt",
                                   "gemm_pipelined", "gemm_simt_db"])
 def test_gpu_agrees_with_interpreter(name):
-    from runtime.cuda_backend import run_cuda
+    from argus_verify.runtime.cuda_backend import run_cuda
 
     try:
-        from runtime.interp import run as interp_run
+        from argus_verify.runtime.interp import run as interp_run
     except ImportError:  # pragma: no cover - the interpreter is written alongside
         pytest.skip("runtime.interp is not available")
     kernel = compile_file(SPECS / f"{name}.arg")
@@ -114,7 +114,7 @@ def test_gpu_agrees_with_interpreter(name):
 
 def test_poisoned_outputs_are_overwritten():
     """A masked store that covers exactly the tensor leaves no NaN behind (poison is 0xFF bytes)."""
-    from runtime.cuda_backend import run_cuda
+    from argus_verify.runtime.cuda_backend import run_cuda
 
     kernel = compile_file(SPECS / "vecadd.arg")
     sizes = {"N": 1029}
@@ -128,8 +128,8 @@ def test_poisoned_outputs_are_overwritten():
 def test_feature_kernels_agree_with_interpreter(name):
     """Branches, shuffles, casts, unrolling, async copies, dynamic shared memory... on the GPU."""
     from argus_verify.reference import make_inputs as ref_inputs
-    from runtime.cuda_backend import run_cuda
-    from runtime.interp import run as interp_run
+    from argus_verify.runtime.cuda_backend import run_cuda
+    from argus_verify.runtime.interp import run as interp_run
 
     src, consts, shapes = KERNELS.KERNELS[name]
     kernel = compile_source(src, f"{name}.arg", consts)
