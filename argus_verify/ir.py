@@ -729,3 +729,26 @@ def tensor_shapes(kernel: Kernel, sizes) -> dict[str, tuple]:
                                  t.span)
         out[t.name] = tuple(dims)
     return out
+
+
+def eval_int(e: IExpr, env) -> int:
+    """Evaluate an integer expression on Python ints (grid extents, `requires`, uniform values);
+    names come from `env`. Operators mean what the semantics table says."""
+    from argus_verify import semantics
+
+    if isinstance(e, IConst):
+        return e.value
+    if isinstance(e, IVar):
+        if e.name not in env:
+            raise KeyError(f"no value for '{e.name}'")
+        return int(env[e.name])
+    if isinstance(e, IUn):
+        return int(semantics.INT_UNARY[e.op].ref(eval_int(e.a, env)))
+    if isinstance(e, ISelect):
+        return eval_int(e.a, env) if eval_int(e.cond, env) else eval_int(e.b, env)
+    if isinstance(e, IBin):
+        a, b = eval_int(e.a, env), eval_int(e.b, env)
+        if semantics.INT_OPS[e.op].divides and b == 0:
+            raise ZeroDivisionError(f"'{e.op}' by zero")
+        return int(semantics.int_eval(e.op, a, b))
+    raise KeyError(f"cannot evaluate {type(e).__name__} on the host")
