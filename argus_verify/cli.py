@@ -1,13 +1,16 @@
 """The `argus` command line.
 
-Exit codes: 0 proved / passed, 1 a counterexample or a wrong result, 2 bad input (usage, parse,
-type error), 3 unknown (a solver timeout), 4 an internal error (a bug in Argus: please report).
+Exit codes: 0 proved / passed, 1 a counterexample, a vacuous verification or a wrong result, 2 bad
+input (usage, parse, type error, sizes outside the kernel's requires), 3 unknown: an obligation
+neither proved nor violated (verify), or run / compile / bench refusing such a kernel (without
+--allow-unknown), 4 an internal error (a bug in Argus: please report).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -27,13 +30,41 @@ examples:
   argus compile specs/vecadd.arg -o vecadd.ptx --stats
   argus bench specs/row_softmax.arg --shape M=16384,N=1024
 
-exit codes: 0 proved/passed, 1 counterexample or wrong result, 2 bad input, 3 unknown (timeout),
-            4 internal error
+exit codes: 0 proved/passed, 1 counterexample, vacuous or wrong result, 2 bad input, 3 unknown
+            (verify) or refused as unknown (run, compile, bench), 4 internal error
 """
 
 
 class UsageError(ArgusError):
     pass
+
+
+MAX_TIMEOUT_S = (2**32 - 1) // 1000  # Z3 takes its limit in milliseconds, as an unsigned 32-bit integer
+
+# numeric options, taken as text and checked here so that a bad value is a usage error like any
+# other (exit 2, JSON with --json): option -> (parse, accept, what it must be)
+NUMERIC_OPTIONS = {
+    "timeout": (float, lambda x: math.isfinite(x) and 0 < x <= MAX_TIMEOUT_S,
+                f"a number of seconds greater than 0 and at most {MAX_TIMEOUT_S}"),
+    "jobs": (int, lambda n: n >= 1, "an integer at least 1"),
+    "seed": (int, lambda n: 0 <= n < 2**32, f"an integer from 0 to {2**32 - 1} (numpy's seed range)"),
+    "reps": (int, lambda n: n >= 1, "an integer at least 1"),
+}
+
+
+def validate_options(args) -> None:
+    """Parse and check the numeric options given on the command line (defaults are already valid)."""
+    for name, (parse, accept, requirement) in NUMERIC_OPTIONS.items():
+        text = getattr(args, name, None)
+        if not isinstance(text, str):
+            continue
+        try:
+            value = parse(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise UsageError(f"--{name} must be {requirement}, got '{text}'")
+        setattr(args, name, value)
 
 
 def parse_assignments(text: str | None, what: str) -> dict[str, int]:
@@ -71,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--shape", metavar="M=..,N=..", help="sizes (default: the reference's SHAPES)")
         sp.add_argument("--json", action="store_true", help="machine-readable output")
 
+    def verify_options(sp):
+        sp.add_argument("--no-verify", action="store_true", help="skip verification (says so loudly)")
+        sp.add_argument("--allow-unknown", action="store_true",
+                        help="go on although some obligations are unknown or vacuous (says which, and why)")
+        sp.add_argument("--timeout", default=10.0, help="verifier time limit per query (s)")
+
     def cmd(name, help_, example, shapes=True):
         sp = sub.add_parser(name, help=help_, description=help_, epilog=f"example:\n  {example}",
                             formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -85,13 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
              "argus run specs/gemm_simt.arg --shape M=128,N=96,K=64")
     sp.add_argument("--backend", choices=("auto", "interp", "cuda"), default="auto",
                     help="auto: the GPU when there is one, else the numpy interpreter")
-    sp.add_argument("--seed", type=int, default=None, help="random seed (default: fresh inputs)")
-    sp.add_argument("--no-verify", action="store_true", help="skip verification (says so loudly)")
-    sp.add_argument("--timeout", type=float, default=10.0, help="verifier time limit per query (s)")
+    sp.add_argument("--seed", default=None, help="random seed, 0 .. 2**32-1 (default: fresh inputs)")
+    verify_options(sp)
     sp = cmd("verify", "prove the kernel's invariants or print counterexamples",
              "argus verify specs/gemm_simt.arg --json")
-    sp.add_argument("--timeout", type=float, default=10.0, help="solver time limit per query, seconds")
-    sp.add_argument("--jobs", type=int, default=None,
+    sp.add_argument("--timeout", default=10.0, help="solver time limit per query, seconds")
+    sp.add_argument("--jobs", default=None,
                     help="solver processes (default: up to 2, one per core); 1 runs in this process")
     sp.add_argument("--replay", action="store_true",
                     help="re-run each witness in the interpreter and show the concrete wrong value")
@@ -100,13 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-o", "--output", help="write the PTX here (default: stdout)")
     sp.add_argument("--stats", action="store_true", help="assemble with ptxas and report registers, "
                                                          "shared memory and spills")
-    sp.add_argument("--no-verify", action="store_true", help="skip verification (says so loudly)")
-    sp.add_argument("--timeout", type=float, default=10.0, help="verifier time limit per query (s)")
+    verify_options(sp)
     sp = cmd("bench", "time on the GPU against the library baseline",
              "argus bench specs/row_softmax.arg --shape M=16384,N=1024")
-    sp.add_argument("--no-verify", action="store_true", help="skip verification (says so loudly)")
-    sp.add_argument("--timeout", type=float, default=10.0, help="verifier time limit per query (s)")
-    sp.add_argument("--reps", type=int, default=50, help="timed repetitions (median reported)")
+    verify_options(sp)
+    sp.add_argument("--reps", default=50, help="timed repetitions (median reported)")
     return p
 
 
@@ -142,23 +176,52 @@ def cmd_ir(args) -> int:
     return 0
 
 
-def resolve_sizes(args, kernel, ref) -> dict[str, int]:
-    from argus_verify.reference import default_sizes
-
-    sizes = default_sizes(kernel, ref)
+def parse_shape(args, kernel) -> dict[str, int]:
+    """The sizes given with --shape: names of the kernel's sizes, positive values."""
     given = parse_assignments(getattr(args, "shape", None), "shape")
     unknown = [s for s in given if s not in kernel.sizes]
     if unknown:
         raise UsageError(f"kernel {kernel.name} has no size '{unknown[0]}' (its sizes: "
                          f"{', '.join(kernel.sizes) or 'none'})")
-    sizes.update(given)
+    check_positive(given)
+    return given
+
+
+def check_positive(sizes: dict) -> None:
+    bad = [s for s, v in sizes.items() if v <= 0]
+    if bad:
+        raise UsageError(f"size {bad[0]} must be positive, got {sizes[bad[0]]}")
+
+
+def check_requires(args, kernel, sizes: dict, origin: str) -> None:
+    """Sizes for which the kernel's `requires` cannot hold are bad input, named with the
+    precondition they break (a kernel whose requires contradict each other is the verifier's
+    business: a violated launch obligation)."""
+    from argus_verify.smt import vacuity
+
+    if not sizes:
+        return
+    adm = vacuity.admissibility(kernel, sizes, getattr(args, "timeout", 10.0), size_cap=False)
+    if adm.status != "unsat" or not adm.shapes():
+        return
+    reqs = adm.requires()
+    given = ",".join(f"{n}={sizes[n]}" for n in adm.shapes())
+    which = "precondition" if len(reqs) == 1 else "preconditions"
+    raise UsageError(f"{given} ({origin}) does not satisfy the kernel's {which} "
+                     f"{' and '.join(p.describe() for p in reqs)}", reqs[-1].span if reqs else None)
+
+
+def resolve_sizes(args, kernel, ref) -> dict[str, int]:
+    from argus_verify.reference import default_sizes
+
+    sizes = default_sizes(kernel, ref)
+    sizes.update(parse_shape(args, kernel))
     missing = [s for s in kernel.sizes if s not in sizes]
     if missing:
         raise UsageError(f"no value for size {missing[0]}: give --shape {missing[0]}=... "
                          "(or SHAPES in the reference file)")
-    bad = [s for s in kernel.sizes if sizes[s] <= 0]
-    if bad:
-        raise UsageError(f"size {bad[0]} must be positive, got {sizes[bad[0]]}")
+    check_positive(sizes)
+    check_requires(args, kernel, sizes, "--shape, or SHAPES in the reference file")
     return sizes
 
 
@@ -167,8 +230,10 @@ def default_jobs() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-def verify_first(args, kernel, sizes=None) -> dict | None:
-    """Verify before compiling or running; returns the refusal payload, or None to go on."""
+def verify_first(args, kernel, sizes=None) -> tuple[dict, int] | None:
+    """Verify before compiling or running; returns the refusal (JSON payload, exit code), or None
+    to go on. A violated obligation is refused (1) unless --no-verify; an unknown or vacuous one
+    (3) unless --allow-unknown, naming each with its line and the reason the verifier gave."""
     if getattr(args, "no_verify", False):
         print("argus: WARNING: --no-verify: running a kernel whose invariants were NOT checked "
               "(bounds, races, barriers, tags)", file=sys.stderr)
@@ -180,20 +245,55 @@ def verify_first(args, kernel, sizes=None) -> dict | None:
         print("argus: note: the verifier is not available in this build; not verified", file=sys.stderr)
         return None
     report = verify(kernel, timeout_s=getattr(args, "timeout", 10.0), shapes=sizes, jobs=default_jobs())
-    if report.exit_code == 1:
+    if report.violations():
         if not args.json:
             print(report.render_text(), file=sys.stderr)
             print(f"argus: refusing to {args.command} {args.file}: a verification obligation is violated "
                   "(use --no-verify to override)", file=sys.stderr)
-        return {"status": "refused", "reason": "verification failed", "verification": report.to_json()}
+        return {"status": "refused", "reason": "verification failed", "verification": report.to_json()}, 1
     if not args.json:
-        counts = {st: sum(1 for r in report.results if r.status == st) for st in ("proved", "unknown", "warning")}
-        print(f"argus: verified {kernel.name}: {counts['proved']} obligations proved, {counts['warning']} "
-              f"performance warnings, {counts['unknown']} unknown (argus verify for details)", file=sys.stderr)
-        if report.exit_code == 3:
-            print("argus: warning: some obligations are unknown (solver time limit); continuing",
-                  file=sys.stderr)
-    return None
+        c = report.counts()
+        vacuous = f", {c['vacuous']} vacuous" if c["vacuous"] else ""
+        print(f"argus: verified {kernel.name}: {c['proved']} obligations proved, {c['warning']} "
+              f"performance warnings, {c['unknown']} unknown{vacuous} (argus verify for details)", file=sys.stderr)
+    return refuse_unproved(args, report)
+
+
+def refuse_unproved(args, report) -> tuple[dict, int] | None:
+    """Unknown or vacuous obligations: the refusal (3), or None with --allow-unknown; both name
+    each obligation with its place and the verifier's reason."""
+    unproved = report.unknowns() + report.vacuous()
+    if not unproved:
+        return None
+    if args.allow_unknown:
+        if not args.json:
+            print("argus: warning: --allow-unknown: going on although these obligations are not proved:",
+                  *unproved_lines(report), sep="\n", file=sys.stderr)
+        return None
+    if not args.json:
+        print(f"argus: refusing to {args.command} {args.file}: these obligations are not proved:",
+              *unproved_lines(report), "  (use --allow-unknown to go on anyway)", sep="\n", file=sys.stderr)
+    unproved_json = [{"obligation": r.obligation, "status": r.status, "line": r.location.line, "reason": r.message}
+                     for r in unproved]
+    return {"status": "refused", "reason": "obligations not proved", "unproved": unproved_json,
+            "verification": report.to_json()}, 3
+
+
+def unproved_lines(report) -> list[str]:
+    """Each unknown obligation with its place and the verifier's reason; the vacuous ones, which
+    share the launch's reason, one line per reason."""
+    lines = [f"  {r.location}: {r.obligation} unknown: {r.message}" for r in report.unknowns()]
+    lines += [f"  {report.file}: vacuous: {message} [{', '.join(names)}]"
+              for message, names in report.vacuous_groups().items()]
+    return lines
+
+
+def refuse(args, refusal) -> int:
+    """The refusal's exit code; its JSON with --json (the text went to stderr already)."""
+    payload, code = refusal
+    if args.json:
+        print(json.dumps(payload, indent=2, default=str))
+    return code
 
 
 def prepare_to_run(args):
@@ -212,8 +312,7 @@ def cmd_run(args) -> int:
 
     k, ref, sizes, refused = prepare_to_run(args)
     if refused:
-        emit(args, refused, "")
-        return 1
+        return refuse(args, refused)
     backend = args.backend
     if backend in ("auto", "cuda"):
         from argus_verify.runtime.cuda import cuda_available
@@ -233,7 +332,7 @@ def cmd_run(args) -> int:
     scalars = {n: v for n, v in inputs.items() if not isinstance(v, np.ndarray)}
     t0 = time.perf_counter()
     if backend == "cuda":
-        from argus_verify.runtime.cuda_backend import run_cuda
+        from argus_verify.pipeline import run_cuda
 
         outputs = run_cuda(k, arrays, sizes, scalars)
     else:
@@ -276,13 +375,9 @@ def cmd_run(args) -> int:
 def cmd_verify(args) -> int:
     from argus_verify import smt
     k = load_kernel(args)
-    given = parse_assignments(args.shape, "shape")
-    unknown = [s for s in given if s not in k.sizes]
-    if unknown:
-        raise UsageError(f"kernel {k.name} has no size '{unknown[0]}'")
+    given = parse_shape(args, k)
+    check_requires(args, k, given, "--shape")
     jobs = args.jobs if args.jobs is not None else default_jobs()
-    if jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {jobs}")
     report = smt.verify(k, timeout_s=args.timeout, shapes=given or None, jobs=jobs)
     replays = []
     if args.replay:
@@ -307,8 +402,7 @@ def cmd_compile(args) -> int:
     k = load_kernel(args)
     refused = verify_first(args, k)
     if refused:
-        emit(args, refused, "")
-        return 1
+        return refuse(args, refused)
     lowered = lower(k)
     result = {"status": "ok", "kernel": k.name, "entry": lowered.entry, "bytes": len(lowered.ptx)}
     if args.output:
@@ -340,11 +434,10 @@ def cmd_bench(args) -> int:
 
     k, ref, sizes, refused = prepare_to_run(args)
     if refused:
-        emit(args, refused, "")
-        return 1
+        return refuse(args, refused)
     if not cuda_available():
         raise UsageError("argus bench needs an NVIDIA GPU and pycuda (the 'cuda' extra); none here")
-    from argus_verify.runtime.bench import bench_report
+    from argus_verify.pipeline import bench_report
 
     result = bench_report(k, sizes, ref, reps=args.reps)
     emit(args, result, result.get("text", json.dumps(result)))
@@ -362,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        validate_options(args)
         code = COMMANDS[args.command](args)
     except ArgusError as e:
         if getattr(args, "json", False):

@@ -451,21 +451,13 @@ class Mma:
 
 
 @attrs.frozen
-class Ldmatrix:
-    src: View
-    count: int  # x1, x2, x4
-    trans: bool
-    tv: TVLayout
-
-
-@attrs.frozen
 class Relabel:
     """The same registers with new coordinates (transpose / reshape); the Assign's type says how."""
 
     arg: str
 
 
-FragOp = Load | Full | Elementwise | Cast | Reduce | Shuffle | Mma | Ldmatrix | Relabel
+FragOp = Load | Full | Elementwise | Cast | Reduce | Shuffle | Mma | Relabel
 
 # ---------------------------------------------------------------------------------------------
 # statements
@@ -607,6 +599,78 @@ class TagDecl:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
+# ---------------------------------------------------------------------------------------------
+# reduction contracts: what each output element is computed from, and with which operator
+
+
+@attrs.frozen
+class CElem:
+    """`x[i, j]` in a contract: an element of an input tensor, indexed by contract variables."""
+
+    tensor: str
+    indices: tuple  # of str: one index variable per dimension
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class CReduce:
+    """`sum(body for k)`: `op` (a semantics.REDUCE_OPS name) over every k along the dimension
+    the variable indexes in `body`."""
+
+    op: str
+    var: str
+    body: CExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class CBin:
+    op: str  # a semantics.FLOAT_BINARY name
+    a: CExpr
+    b: CExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class CUn:
+    op: str  # a semantics.FLOAT_UNARY name
+    a: CExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class CConst:
+    value: float
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+CExpr = CElem | CReduce | CBin | CUn | CConst
+
+
+@attrs.frozen
+class Contract:
+    """`contract out[i] = max(x[i, j] for j)`: output `tensor` at `index_vars` is `expr`."""
+
+    tensor: str
+    index_vars: tuple
+    expr: CExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+    def reductions(self) -> list:
+        """Every CReduce of the expression, outermost first."""
+        out, todo = [], [self.expr]
+        while todo:
+            e = todo.pop(0)
+            if isinstance(e, CReduce):
+                out.append(e)
+                todo.append(e.body)
+            elif isinstance(e, CBin):
+                todo += [e.a, e.b]
+            elif isinstance(e, CUn):
+                todo.append(e.a)
+        return out
+
+
 @attrs.frozen
 class TagFn:
     name: str
@@ -631,6 +695,10 @@ class Kernel:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
     # compiler policies from `policy(...)`: they change the generated code, never the meaning
     policies: tuple = ()  # ((name, value), ...)
+    contracts: tuple = ()  # of Contract
+
+    def contract_of(self, tensor: str) -> Contract | None:
+        return next((c for c in self.contracts if c.tensor == tensor), None)
 
     def policy(self, name: str, default=None):
         return dict(self.policies).get(name, default)

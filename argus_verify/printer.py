@@ -3,35 +3,50 @@
 from __future__ import annotations
 
 from argus_verify import ir
+from argus_verify.semantics import INT_OPS
+from argus_verify.visitor import Visitor
 
-_PREC = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4, "|": 5, "^": 6, "&": 7,
-         "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "//": 10, "%": 10}
+
+class _IntExprs(Visitor, families=("int_exprs",)):
+    """An integer expression as source text; `parent` is the precedence of the enclosing operator."""
+
+    def visit_IConst(self, e: ir.IConst, parent: int) -> str:
+        return str(e.value)
+
+    def visit_IVar(self, e: ir.IVar, parent: int) -> str:
+        return e.name
+
+    def visit_ISpecial(self, e: ir.ISpecial, parent: int) -> str:
+        return e.which
+
+    def visit_IBin(self, e: ir.IBin, parent: int) -> str:
+        p = INT_OPS[e.op].precedence
+        if not p:  # min, max, cdiv: written as calls
+            return f"{e.op}({fmt_iexpr(e.a)}, {fmt_iexpr(e.b)})"
+        s = f"{fmt_iexpr(e.a, p)} {e.op} {fmt_iexpr(e.b, p + 1)}"
+        return f"({s})" if p < parent else s
+
+    def visit_IUn(self, e: ir.IUn, parent: int) -> str:
+        return f"-{fmt_iexpr(e.a, 11)}" if e.op == "-" else f"not {fmt_iexpr(e.a, 3)}"
+
+    def visit_ISelect(self, e: ir.ISelect, parent: int) -> str:
+        return f"({fmt_iexpr(e.a)} if {fmt_iexpr(e.cond)} else {fmt_iexpr(e.b)})"
+
+    def visit_ITag(self, e: ir.ITag, parent: int) -> str:
+        return f"tag({e.frag})[{e.component}]"
+
+    def visit_ICoord(self, e: ir.ICoord, parent: int) -> str:
+        return f"coord({e.frag})[{e.axis}]"
+
+    def visit_ICall(self, e: ir.ICall, parent: int) -> str:
+        return f"{e.fn}({', '.join(fmt_iexpr(a) for a in e.args)})"
+
+
+_INT_EXPRS = _IntExprs()
 
 
 def fmt_iexpr(e: ir.IExpr, parent: int = 0) -> str:
-    if isinstance(e, ir.IConst):
-        return str(e.value)
-    if isinstance(e, ir.IVar):
-        return e.name
-    if isinstance(e, ir.ISpecial):
-        return e.which
-    if isinstance(e, ir.IBin):
-        if e.op in ("min", "max", "cdiv"):
-            return f"{e.op}({fmt_iexpr(e.a)}, {fmt_iexpr(e.b)})"
-        p = _PREC[e.op]
-        s = f"{fmt_iexpr(e.a, p)} {e.op} {fmt_iexpr(e.b, p + 1)}"
-        return f"({s})" if p < parent else s
-    if isinstance(e, ir.IUn):
-        return f"-{fmt_iexpr(e.a, 11)}" if e.op == "-" else f"not {fmt_iexpr(e.a, 3)}"
-    if isinstance(e, ir.ISelect):
-        return f"({fmt_iexpr(e.a)} if {fmt_iexpr(e.cond)} else {fmt_iexpr(e.b)})"
-    if isinstance(e, ir.ITag):
-        return f"tag({e.frag})[{e.component}]"
-    if isinstance(e, ir.ICoord):
-        return f"coord({e.frag})[{e.axis}]"
-    if isinstance(e, ir.ICall):
-        return f"{e.fn}({', '.join(fmt_iexpr(a) for a in e.args)})"
-    return repr(e)
+    return _INT_EXPRS.visit(e, parent)
 
 
 def fmt_view(v: ir.View) -> str:
@@ -53,68 +68,90 @@ def fmt_operand(o) -> str:
     return fmt_iexpr(o.expr)
 
 
-def fmt_op(op) -> str:
-    if isinstance(op, ir.Load):
+class _Ops(Visitor, families=("fragment_ops",)):
+    """A fragment operation as source text."""
+
+    def visit_Load(self, op: ir.Load) -> str:
         extra = (", mask=True" if op.mask else "") + (f", other={op.other}" if op.other else "")
         extra += f", vec={op.vec}" if op.vec else ""
         return f"load({fmt_view(op.src)}, tv={op.tv}{extra})"
-    if isinstance(op, ir.Full):
+
+    def visit_Full(self, op: ir.Full) -> str:
         return f"full({op.dtype}, {op.value}, tv={op.tv})"
-    if isinstance(op, ir.Elementwise):
+
+    def visit_Elementwise(self, op: ir.Elementwise) -> str:
         if len(op.args) == 2 and op.op in "+-*/":
             return f"{fmt_operand(op.args[0])} {op.op} {fmt_operand(op.args[1])}"
         return f"{op.op}({', '.join(fmt_operand(a) for a in op.args)})"
-    if isinstance(op, ir.Cast):
+
+    def visit_Cast(self, op: ir.Cast) -> str:
         return f"cast({op.arg}, {op.dtype})"
-    if isinstance(op, ir.Reduce):
+
+    def visit_Reduce(self, op: ir.Reduce) -> str:
         lanes = f", lanes={op.lanes:#07b}" if op.scope == "warp" else ""
         return f"reduce_{op.op}({op.arg}, axis={op.axis}, scope={op.scope}{lanes})"
-    if isinstance(op, ir.Shuffle):
+
+    def visit_Shuffle(self, op: ir.Shuffle) -> str:
         return f"shfl_{op.mode}({op.arg}, {fmt_iexpr(op.lane_arg)})"
-    if isinstance(op, ir.Mma):
+
+    def visit_Mma(self, op: ir.Mma) -> str:
         return f"mma({op.a}, {op.b}, {op.c}, atom={op.atom})"
-    if isinstance(op, ir.Ldmatrix):
-        return f"ldmatrix({fmt_view(op.src)}, x{op.count}, trans={op.trans})"
-    if isinstance(op, ir.Relabel):
+
+    def visit_Relabel(self, op: ir.Relabel) -> str:
         return f"relabel({op.arg})"
-    return repr(op)
 
 
-def fmt_stmt(s, indent: int = 1) -> list[str]:
-    pad = "    " * indent
-    line = f"{s.span.line:4d}" if s.span.line else "    "
-    if isinstance(s, ir.Let):
-        return [f"{line} {pad}{s.name}: int = {fmt_iexpr(s.value)}"]
-    if isinstance(s, ir.Assign):
+_OPS = _Ops()
+
+
+def fmt_op(op) -> str:
+    return _OPS.visit(op)
+
+
+class _Statements(Visitor, families=("statements",)):
+    """A statement as lines of text (nested blocks indented), each after its source line number."""
+
+    def visit_Let(self, s: ir.Let, pad: str, indent: int) -> list[str]:
+        return [f"{pad}{s.name}: int = {fmt_iexpr(s.value)}"]
+
+    def visit_Assign(self, s: ir.Assign, pad: str, indent: int) -> list[str]:
         t = s.type
-        return [f"{line} {pad}{s.name}: {t.dtype}{list(t.tile)} x{t.values}/thread "
-                f"<{t.coords}> = {fmt_op(s.op)}"]
-    if isinstance(s, ir.SharedAlloc):
-        return [f"{line} {pad}{s.name} = shared({s.dtype}{list(s.shape)}, layout={s.layout})  "
+        return [f"{pad}{s.name}: {t.dtype}{list(t.tile)} x{t.values}/thread <{t.coords}> = {fmt_op(s.op)}"]
+
+    def visit_SharedAlloc(self, s: ir.SharedAlloc, pad: str, indent: int) -> list[str]:
+        return [f"{pad}{s.name} = shared({s.dtype}{list(s.shape)}, layout={s.layout})  "
                 f"# {s.size_elems * ir.DTYPE_BYTES[s.dtype]} bytes"]
-    if isinstance(s, ir.Store):
+
+    def visit_Store(self, s: ir.Store, pad: str, indent: int) -> list[str]:
         extra = (", mask=True" if s.mask else "") + (f", where={fmt_iexpr(s.where)}" if s.where else "")
-        return [f"{line} {pad}store({fmt_view(s.dst)}, {s.value}{extra})"]
-    if isinstance(s, ir.CopyAsync):
-        return [f"{line} {pad}copy_async({fmt_view(s.dst)}, {fmt_view(s.src)}, tv={s.tv}, vec={s.vec}"
+        return [f"{pad}store({fmt_view(s.dst)}, {s.value}{extra})"]
+
+    def visit_CopyAsync(self, s: ir.CopyAsync, pad: str, indent: int) -> list[str]:
+        return [f"{pad}copy_async({fmt_view(s.dst)}, {fmt_view(s.src)}, tv={s.tv}, vec={s.vec}"
                 f"{', mask=True' if s.mask else ''})"]
-    if isinstance(s, ir.Commit):
-        return [f"{line} {pad}commit()"]
-    if isinstance(s, ir.Wait):
-        return [f"{line} {pad}wait({s.pending})"]
-    if isinstance(s, ir.Barrier):
-        return [f"{line} {pad}barrier()"]
-    if isinstance(s, ir.Assert):
-        return [f"{line} {pad}assert {fmt_iexpr(s.cond)}"]
-    if isinstance(s, ir.For):
+
+    def visit_Commit(self, s: ir.Commit, pad: str, indent: int) -> list[str]:
+        return [f"{pad}commit()"]
+
+    def visit_Wait(self, s: ir.Wait, pad: str, indent: int) -> list[str]:
+        return [f"{pad}wait({s.pending})"]
+
+    def visit_Barrier(self, s: ir.Barrier, pad: str, indent: int) -> list[str]:
+        return [f"{pad}barrier()"]
+
+    def visit_Assert(self, s: ir.Assert, pad: str, indent: int) -> list[str]:
+        return [f"{pad}assert {fmt_iexpr(s.cond)}"]
+
+    def visit_For(self, s: ir.For, pad: str, indent: int) -> list[str]:
         step = f", {s.step}" if s.step != 1 else ""
         unroll = f", unroll={s.unroll}" if s.unroll else ""
-        out = [f"{line} {pad}for {s.var} in range({fmt_iexpr(s.start)}, {fmt_iexpr(s.stop)}{step}{unroll}):"]
+        out = [f"{pad}for {s.var} in range({fmt_iexpr(s.start)}, {fmt_iexpr(s.stop)}{step}{unroll}):"]
         for b in s.body:
             out += fmt_stmt(b, indent + 1)
         return out
-    if isinstance(s, ir.If):
-        out = [f"{line} {pad}if {fmt_iexpr(s.cond)}:"]
+
+    def visit_If(self, s: ir.If, pad: str, indent: int) -> list[str]:
+        out = [f"{pad}if {fmt_iexpr(s.cond)}:"]
         for b in s.then:
             out += fmt_stmt(b, indent + 1)
         if s.orelse:
@@ -122,7 +159,16 @@ def fmt_stmt(s, indent: int = 1) -> list[str]:
             for b in s.orelse:
                 out += fmt_stmt(b, indent + 1)
         return out
-    return [f"{line} {pad}{s!r}"]
+
+
+_STATEMENTS = _Statements()
+
+
+def fmt_stmt(s, indent: int = 1) -> list[str]:
+    pad = "    " * indent
+    line = f"{s.span.line:4d}" if s.span.line else "    "
+    first, *rest = _STATEMENTS.visit(s, pad, indent)
+    return [f"{line} {first}", *rest]
 
 
 def format_kernel(k: ir.Kernel) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 
 from argus_verify import ir
 from argus_verify.diagnostics import ArgusError
+from argus_verify.semantics import round_to
 
 
 def reference_path(kernel_path: str | Path) -> Path:
@@ -48,15 +49,13 @@ def default_sizes(kernel: ir.Kernel, ref: ModuleType | None) -> dict[str, int]:
 
 def make_inputs(kernel: ir.Kernel, sizes: dict, rng: np.random.Generator, ref: ModuleType | None = None) -> dict:
     """Fresh random inputs (standard normal; never zeros), or the reference's own generator."""
-    from argus_verify.runtime.interp import to_dtype
-
     if ref is not None and hasattr(ref, "make_inputs"):
         return dict(ref.make_inputs(dict(sizes), rng))
     shapes = ir.tensor_shapes(kernel, sizes)
     out: dict = {}
     for t in kernel.inputs:
         if ir.is_float(t.dtype):
-            out[t.name] = to_dtype(rng.standard_normal(shapes[t.name]), t.dtype)
+            out[t.name] = round_to(rng.standard_normal(shapes[t.name]), t.dtype)
         else:
             out[t.name] = rng.integers(0, 100, size=shapes[t.name]).astype(ir.numpy_dtype(t.dtype))
     for p in kernel.params:

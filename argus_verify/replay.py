@@ -69,8 +69,8 @@ def replay_one(kernel: ir.Kernel, result, path: str) -> dict:
         if any(ev.loop.get(k) != v for k, v in loop.items()):
             return
         hit = np.nonzero((ev.blocks == np.array(block)).all(axis=1))[0]
-        if len(hit):
-            seen.append((ev.stmt.span.line, float(ev.value[hit[0], thread, value_idx])))
+        if len(hit) and 0 <= thread - ev.first_thread < ev.value.shape[1]:
+            seen.append((ev.stmt.span.line, float(ev.value[hit[0], thread - ev.first_thread, value_idx])))
 
     arrays = {n: v for n, v in inputs.items() if isinstance(v, np.ndarray)}
     scalars = {n: v for n, v in inputs.items() if not isinstance(v, np.ndarray)}

@@ -125,7 +125,7 @@ class IntUnary:
 
 INT_UNARY: dict[str, IntUnary] = {o.name: o for o in (
     IntUnary("-", lambda a: -a, lambda Z, a: Z.neg(a), "negation"),
-    IntUnary("not", lambda a: _as_int(np.asarray(a) == 0), lambda Z, a: Z.b2i(Z.Not(Z.i2b(a))), "logical not"),
+    IntUnary("not", lambda a: _as_int(np.asarray(a) == 0), lambda Z, a: Z.b2i(Z.Eq(a, Z.bv(0))), "logical not"),
 )}
 
 

@@ -132,7 +132,7 @@ class Bench:
 
     def check(self, name, kernel, sizes, opts, reference=None) -> float:
         """Max relative error over the outputs on fresh random inputs (raises if over tolerance)."""
-        from argus_verify.runtime.cuda_backend import run_cuda
+        from argus_verify.pipeline import run_cuda
         from argus_verify.runtime.measure import rel_error, tolerance
 
         inputs = self.inputs(kernel, sizes, seed=int(time.time()) & 0xFFFF)
@@ -147,7 +147,7 @@ class Bench:
         return worst
 
     def time_kernel(self, kernel, sizes, opts):
-        from argus_verify.runtime.cuda_backend import bench_cuda
+        from argus_verify.pipeline import bench_cuda
 
         return bench_cuda(kernel, sizes, warmup=self.args.warmup, reps=self.args.reps, lower_options=opts)
 

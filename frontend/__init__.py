@@ -7,8 +7,15 @@ from pathlib import Path
 
 from argus_verify import ir
 from argus_verify.diagnostics import ArgusError, ArgusTypeError, Span
-from argus_verify.frontend.build import KernelBuilder, build_tagfn, span_of
+from argus_verify.frontend import calls, control, header, views
+from argus_verify.frontend.builder import KernelBuilder, build_tagfn
 from argus_verify.frontend.parser import parse
+from argus_verify.frontend.values import span_of
+
+# every builtin's handler, whatever its form (calls, the launch, built-in values, tag/coord
+# components, range); tests check it against the declarations of argus_verify.instructions
+HANDLERS = {**calls.HANDLERS, **header.LAUNCH_HANDLERS, **header.VALUE_HANDLERS, **views.COMPONENT_HANDLERS,
+            **control.LOOP_HANDLERS}
 
 
 def compile_source(text: str, filename: str = "<string>", consts: Mapping[str, int] | None = None,
@@ -46,4 +53,4 @@ def compile_file(path: str | Path, consts: Mapping[str, int] | None = None,
     return compile_source(text, str(path), consts, kernel)
 
 
-__all__ = ["compile_source", "compile_file", "parse", "span_of"]
+__all__ = ["compile_source", "compile_file", "parse", "span_of", "HANDLERS"]

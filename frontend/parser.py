@@ -181,6 +181,8 @@ def parse(text: str, filename: str = "<string>") -> Tree:
 
 
 def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ArgusSyntaxError:
+    # long: one branch per kind of parse failure, each with its own position and wording; they share
+    # the position of the error and of an unclosed bracket computed at the top
     line, col = getattr(e, "line", 1) or 1, getattr(e, "column", 1) or 1
     tok = getattr(e, "token", None)
     at_end = isinstance(e, UnexpectedEOF) or (tok is not None and tok.type in ("$END", "_DEDENT"))

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import struct
 from collections import defaultdict
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -43,7 +44,7 @@ import numpy as np
 
 from argus_verify.diagnostics import ArgusError, Span
 
-__all__ = ["Aff", "Emitter", "LoweringError", "Reg", "f32_imm", "f64_imm"]
+__all__ = ["Aff", "Emitter", "LoweringError", "Reg", "f32_imm", "f64_imm", "mov_type"]
 
 
 class LoweringError(ArgusError):
@@ -192,9 +193,6 @@ class Emitter:
     def comment(self, text: str) -> None:
         self.buffers[-1].append(self.indent + "// " + text)
 
-    def blank(self) -> None:
-        self.buffers[-1].append("")
-
     def label(self, hint: str = "L") -> str:
         self.nlabels += 1
         return f"$L_{hint}_{self.nlabels}"
@@ -226,6 +224,41 @@ class Emitter:
     def pop_loop(self) -> list[str]:
         self.pop_region()
         return self.buffers.pop()
+
+    @contextmanager
+    def only_if(self, pred, hint: str):
+        """What is emitted inside runs only where `pred` holds: a branch around it, unless `pred`
+        is True (a False `pred` is the caller's to skip)."""
+        if pred is True:
+            yield
+            return
+        skip = self.label(hint)
+        self.emit(f"@!{pred} bra {skip};")
+        self.push_region()
+        yield
+        self.pop_region()
+        self.place_label(skip)
+
+    def either(self, pred, then, otherwise) -> None:
+        """`then()` where `pred` holds, `otherwise()` elsewhere; one of them only when `pred` is
+        constant."""
+        if pred is True:
+            then()
+            return
+        if pred is False:
+            otherwise()
+            return
+        slow, done = self.label("scalar"), self.label("joined")
+        self.emit(f"@!{pred} bra {slow};")
+        self.push_region()
+        then()
+        self.pop_region()
+        self.emit(f"bra {done};")
+        self.place_label(slow)
+        self.push_region()
+        otherwise()
+        self.pop_region()
+        self.place_label(done)
 
     def _drop(self, key) -> None:
         r = self.cse.pop(key, None)
@@ -259,13 +292,13 @@ class Emitter:
         """`mov` into a fixed register (not cached, not hoisted)."""
         self.invalidate(dst)
         if isinstance(src, str):
-            self.emit(f"mov{_mov_type(dst.kind)} {dst}, {src};")
+            self.emit(f"mov{mov_type(dst.kind)} {dst}, {src};")
             return
         if dst.kind == "b32":
             src = self.mat(src)
         if src is dst:
             return
-        self.emit(f"mov{_mov_type(dst.kind)} {dst}, {_fmt(src)};")
+        self.emit(f"mov{mov_type(dst.kind)} {dst}, {_fmt(src)};")
 
     # -- pure instructions -----------------------------------------------------------------------
     def pure(self, kind: str, opcode: str, args: list, lo=None, hi=None, mult: int = 1) -> Reg:
@@ -583,12 +616,6 @@ class Emitter:
         out = self.add(out, self.mul(Pa, B.const))
         return self.add(out, A.const * B.const)
 
-    def div_val(self, a: Value, b: Value, op: str) -> Value:
-        """a // b or a % b (op "div" / "rem") for a run-time divisor; operands are non-negative."""
-        if isinstance(b, int):
-            return self.floordiv(a, b) if op == "div" else self.mod(a, b)
-        return self.pure("b32", f"{op}.s32", [self.mat(a), self.mat(b)])
-
     def minmax(self, a: Value, b: Value, op: str) -> Value:
         if isinstance(a, int) and isinstance(b, int):
             return min(a, b) if op == "min" else max(a, b)
@@ -607,25 +634,65 @@ class Emitter:
         x, y = sorted((self.mat(a), self.mat(b)), key=lambda q: q.id)
         return self.pure("b32", f"{op}.s32", [x, y])
 
-    def shift_val(self, a: Value, b: Value, op: str) -> Value:
+    # -- the IR's integer operators, one helper per `emit` name of semantics.INT_OPS ---------------
+    # Each folds constants and known ranges first; what remains is one instruction with the table's
+    # mnemonic (tests/test_lowering_structure.py checks that they agree).
+    def int_add(self, a: Value, b: Value) -> Value:
+        return self.add(a, b)
+
+    def int_sub(self, a: Value, b: Value) -> Value:
+        return self.sub(a, b)
+
+    def int_mul(self, a: Value, b: Value) -> Value:
+        return self.mul_val(a, b)
+
+    def int_div(self, a: Value, b: Value) -> Value:
+        """a // b; operands are non-negative, so a run-time `div.s32` (truncating) agrees."""
         if isinstance(b, int):
-            return self.shl(a, b) if op == "shl" else self.shr(a, b)
+            return self.floordiv(a, b)
+        return self.pure("b32", "div.s32", [self.mat(a), self.mat(b)])
+
+    def int_rem(self, a: Value, b: Value) -> Value:
+        """a % b on non-negative operands."""
+        if isinstance(b, int):
+            return self.mod(a, b)
+        return self.pure("b32", "rem.s32", [self.mat(a), self.mat(b)])
+
+    def int_cdiv(self, a: Value, b: Value) -> Value:
+        if isinstance(b, int):
+            return self.floordiv(self.add(a, b - 1), b)
+        return self.int_div(self.add(self.sub(a, 1), b), b)
+
+    def int_shl(self, a: Value, b: Value) -> Value:
+        return self.shl(a, b) if isinstance(b, int) else self._shift_by_register("shl.b32", a, b)
+
+    def int_shr(self, a: Value, b: Value) -> Value:
+        return self.shr(a, b) if isinstance(b, int) else self._shift_by_register("shr.s32", a, b)
+
+    def _shift_by_register(self, opcode: str, a: Value, b: Value) -> Value:
         if isinstance(a, int) and a == 0:
             return 0
-        opcode = "shl.b32" if op == "shl" else "shr.s32"
         return self.pure("b32", opcode, [self.mat(a), self.mat(b)])
 
-    def bitop_val(self, a: Value, b: Value, op: str) -> Value:
-        if op == "and":
-            if isinstance(b, int):
-                return self.and_(a, b)
-            if isinstance(a, int):
-                return self.and_(b, a)
-            x, y = sorted((self.mat(a), self.mat(b)), key=lambda q: q.id)
-            return self.pure("b32", "and.b32", [x, y])
-        if op == "xor":
-            return self.xor(a, b)
+    def int_and(self, a: Value, b: Value) -> Value:
+        if isinstance(b, int):
+            return self.and_(a, b)
+        if isinstance(a, int):
+            return self.and_(b, a)
+        x, y = sorted((self.mat(a), self.mat(b)), key=lambda q: q.id)
+        return self.pure("b32", "and.b32", [x, y])
+
+    def int_or(self, a: Value, b: Value) -> Value:
         return self.or_(a, b)
+
+    def int_xor(self, a: Value, b: Value) -> Value:
+        return self.xor(a, b)
+
+    def int_min(self, a: Value, b: Value) -> Value:
+        return self.minmax(a, b, "min")
+
+    def int_max(self, a: Value, b: Value) -> Value:
+        return self.minmax(a, b, "max")
 
     # -- materialisation -------------------------------------------------------------------------
     def mat(self, a: Value) -> Reg:
@@ -810,7 +877,8 @@ def _regs_in(key):
             yield from _regs_in(x)
 
 
-def _mov_type(kind: str) -> str:
+def mov_type(kind: str) -> str:
+    """The `mov` type suffix for a register kind."""
     return {"pred": ".pred", "b16": ".b16", "b32": ".b32", "b64": ".b64", "f32": ".f32", "f64": ".f64"}[kind]
 
 

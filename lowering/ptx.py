@@ -7,34 +7,46 @@ range-based simplification, CSE, loop-invariant hoisting); fragments live in reg
 (thread, value); global and shared accesses are vectorised to 8/16 bytes where the layouts prove
 contiguity and alignment (with a run-time check of the row length for 2-D global tensors whose
 last dimension is symbolic); masks become predicates.
+
+This module is the driver: the kernel entry, its parameters, the names the lowering binds and the
+dispatch of statements and fragment operations to the families
+
+    lowering.control    statements in order, lets, loops, branches
+    lowering.prefetch   global loads of a loop issued one iteration ahead
+    lowering.memory     tensors, shared allocations, loads, stores, commit / wait / barrier
+    lowering.copies     cp.async
+    lowering.vectorise  which values share one vector access
+    lowering.compute    constants, elementwise, casts, relabelling, the SIMT mma
+    lowering.warp       shuffles and reductions
+    lowering.integers   integer expressions and predicates
+    lowering.analysis   what the body reads and writes, before anything is emitted
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from collections.abc import Mapping
 
 import attrs
 import numpy as np
 
 from argus_verify import ir
-from argus_verify.diagnostics import SOURCES, Span
-from argus_verify.layout import NumpyOps
-from argus_verify.lowering.emitter import Aff, Emitter, LoweringError, Reg, f32_imm, f64_imm
+from argus_verify.lowering.analysis import deferrable_loads, fixed_names, read_counts
+from argus_verify.lowering.compute import ComputeLowering
+from argus_verify.lowering.control import ControlLowering
+from argus_verify.lowering.copies import CopyLowering
+from argus_verify.lowering.emitter import Emitter, LoweringError, Reg, mov_type
+from argus_verify.lowering.integers import IntValues, Predicates
+from argus_verify.lowering.memory import MemoryLowering
+from argus_verify.lowering.prefetch import PrefetchLowering
+from argus_verify.lowering.values import PARAM_TYPE, REG_KIND, Deferred, Frag, ident
+from argus_verify.lowering.vectorise import VectorPlanning
+from argus_verify.lowering.warp import WarpLowering
+from argus_verify.visitor import Visitor
 
-__all__ = ["KernelParam", "LoweredKernel", "LoweringError", "eval_iexpr", "lower"]
+__all__ = ["KernelParam", "LoweredKernel", "LoweringError", "lower"]
 
 PTX_VERSION = "8.0"
 TARGET = "sm_90a"
-STATIC_SHARED_LIMIT = 48 * 1024
-MAX_FULL_UNROLL = 64
-
-# fragment dtype -> register kind, memory type suffix
-REG_KIND = {"f32": "f32", "f64": "f64", "f16": "b16", "bf16": "b16", "i32": "b32", "u32": "b32"}
-MEM_TYPE = {"f32": "f32", "f64": "f64", "f16": "b16", "bf16": "b16", "i32": "b32", "u32": "b32"}
-PARAM_TYPE = {"f32": ".f32", "f64": ".f64", "i32": ".s32", "u32": ".u32", "i64": ".s64", "f16": ".b16",
-              "bf16": ".b16"}
 
 
 @attrs.frozen
@@ -61,288 +73,45 @@ class LoweredKernel:
     def grid(self, sizes: Mapping[str, int], scalars: Mapping | None = None) -> tuple[int, int, int]:
         env = {**{k: int(v) for k, v in sizes.items()}, **{k: int(v) for k, v in (scalars or {}).items()
                                                           if isinstance(v, (int, np.integer))}}
-        g = tuple(int(eval_iexpr(e, env)) for e in self.kernel.grid)
+        g = tuple(int(ir.eval_int(e, env)) for e in self.kernel.grid)
         return (g + (1, 1, 1))[:3]
 
 
-def eval_iexpr(e: ir.IExpr, env: Mapping[str, int]) -> int:
-    """Evaluate a uniform integer expression (grid extents, requires) on Python ints."""
-    if isinstance(e, ir.IConst):
-        return e.value
-    if isinstance(e, ir.IVar):
-        if e.name not in env:
-            raise KeyError(f"no value for '{e.name}'")
-        return int(env[e.name])
-    if isinstance(e, ir.IUn):
-        a = eval_iexpr(e.a, env)
-        return -a if e.op == "-" else int(not a)
-    if isinstance(e, ir.ISelect):
-        return eval_iexpr(e.a, env) if eval_iexpr(e.cond, env) else eval_iexpr(e.b, env)
-    if isinstance(e, ir.IBin):
-        a, b = eval_iexpr(e.a, env), eval_iexpr(e.b, env)
-        return {
-            "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "//": lambda: a // b,
-            "%": lambda: a % b, "cdiv": lambda: -(-a // b), "<<": lambda: a << b, ">>": lambda: a >> b,
-            "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b, "min": lambda: min(a, b),
-            "max": lambda: max(a, b), "==": lambda: int(a == b), "!=": lambda: int(a != b),
-            "<": lambda: int(a < b), "<=": lambda: int(a <= b), ">": lambda: int(a > b),
-            ">=": lambda: int(a >= b), "and": lambda: int(bool(a) and bool(b)),
-            "or": lambda: int(bool(a) or bool(b)),
-        }[e.op]()
-    raise KeyError(f"cannot evaluate {type(e).__name__} on the host")
+class Lowerer(ControlLowering, PrefetchLowering, MemoryLowering, CopyLowering, VectorPlanning,
+              ComputeLowering, WarpLowering, Visitor, families=("statements", "fragment_ops")):
+    """One kernel's lowering. The families' handlers live in the mixins above; this class holds
+    what they share: the emitter, the names bound so far and the kernel's parameters."""
 
-
-# ---------------------------------------------------------------------------------------------
-# pre-analysis
-
-
-def _iexpr_names(e) -> set:
-    return {x.name for x in ir.walk_iexpr(e) if isinstance(x, ir.IVar)} if e is not None else set()
-
-
-def _view_names(view: ir.View) -> set:
-    out = set()
-    for item in view.index:
-        out |= _iexpr_names(item.start if isinstance(item, ir.Slice) else item.index)
-    return out
-
-
-def _op_reads(op) -> set:
-    if isinstance(op, ir.Load | ir.Ldmatrix):
-        return _view_names(op.src)
-    if isinstance(op, ir.Elementwise):
-        out = set()
-        for a in op.args:
-            if isinstance(a, str):
-                out.add(a)
-            elif isinstance(a, ir.FScalar):
-                out |= _iexpr_names(a.expr)
-        return out
-    if isinstance(op, ir.Cast | ir.Reduce | ir.Relabel):
-        return {op.arg}
-    if isinstance(op, ir.Shuffle):
-        return {op.arg} | _iexpr_names(op.lane_arg)
-    if isinstance(op, ir.Mma):
-        return {op.a, op.b, op.c}
-    return set()
-
-
-def _stmt_reads(s) -> set:
-    if isinstance(s, ir.Let):
-        return _iexpr_names(s.value)
-    if isinstance(s, ir.Assign):
-        return _op_reads(s.op)
-    if isinstance(s, ir.Store):
-        return _view_names(s.dst) | {s.value} | _iexpr_names(s.where)
-    if isinstance(s, ir.CopyAsync):
-        return _view_names(s.dst) | _view_names(s.src)
-    return set()
-
-
-def _appearances(body) -> list:
-    """(name, is_write, path) for every use; path = the bodies (For / If branch) that contain it."""
-    out = []
-
-    def walk(stmts, path):
-        for s in stmts:
-            if isinstance(s, ir.Assert):
-                continue
-            if isinstance(s, ir.For):
-                for n in _iexpr_names(s.start) | _iexpr_names(s.stop):
-                    out.append((n, False, path))
-                walk(s.body, path + ((id(s), 0),))
-                continue
-            if isinstance(s, ir.If):
-                for n in _iexpr_names(s.cond):
-                    out.append((n, False, path))
-                walk(s.then, path + ((id(s), 0),))
-                walk(s.orelse, path + ((id(s), 1),))
-                continue
-            for n in _stmt_reads(s):
-                out.append((n, False, path))
-            if isinstance(s, ir.Let | ir.Assign):
-                out.append((s.name, True, path))
-
-    walk(body, ())
-    return out
-
-
-def fixed_names(body) -> set:
-    """Variables that need one register across control flow: written inside a loop or branch body
-    and also used (read or written) outside that body."""
-    apps = _appearances(body)
-    by_name = defaultdict(list)
-    for name, w, path in apps:
-        by_name[name].append((w, path))
-    fixed = set()
-    for name, uses in by_name.items():
-        for w, path in uses:
-            if not w:
-                continue
-            for body_id in path:
-                if any(body_id not in p for _, p in uses):
-                    fixed.add(name)
-                    break
-            if name in fixed:
-                break
-    return fixed
-
-
-def _deep_reads(s) -> set:
-    """Names a statement reads, nested bodies included."""
-    if isinstance(s, ir.For):
-        out = _iexpr_names(s.start) | _iexpr_names(s.stop)
-        for x in s.body:
-            out |= _deep_reads(x)
-        return out
-    if isinstance(s, ir.If):
-        out = _iexpr_names(s.cond)
-        for x in (*s.then, *s.orelse):
-            out |= _deep_reads(x)
-        return out
-    return _stmt_reads(s)
-
-
-def _assigned_in(stmts) -> set:
-    out = set()
-    for s in ir.walk_stmts(stmts):
-        if isinstance(s, ir.Let | ir.Assign):
-            out.add(s.name)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# values held by the lowering
-
-
-@attrs.frozen
-class Frag:
-    regs: tuple  # one Reg per value (values at the same element may share a register)
-    type: ir.FragType
-
-
-@attrs.frozen
-class Deferred:
-    """A shared-memory load consumed by one SIMT mma: emitted there, k-slice by k-slice."""
-
-    assign: ir.Assign
-    starts: tuple  # evaluated index values of the view, one per index item
-    type: ir.FragType
-
-
-@attrs.define
-class TensorInfo:
-    name: str
-    dtype: str
-    esize: int
-    ptr: Reg
-    shape: list  # int | Reg per dimension
-    strides: list  # Value per dimension
-    readonly: bool
-
-
-@attrs.define
-class SharedInfo:
-    alloc: ir.SharedAlloc
-    base: object  # Value: byte address of the allocation in the shared window
-    esize: int
-
-
-def _src_text(span: Span) -> str:
-    text = SOURCES.line(span.file, span.line)
-    return (text or "").strip()
-
-
-# ---------------------------------------------------------------------------------------------
-# the lowering
-
-
-class Lowerer:
     def __init__(self, kernel: ir.Kernel, check: bool = False, mma_k_chunk: int | None = None,
                  min_blocks_per_sm: int | None = None, prefetch: bool = True):
         self.k = kernel
         self.check = check
         self.mma_k_chunk = mma_k_chunk
         self.min_blocks_per_sm = min_blocks_per_sm
+        self.prefetch = prefetch
         self.em = Emitter()
-        self.entry = _ident(kernel.name)
-        self.env: dict = {}
+        self.entry = ident(kernel.name)
+        self.env: dict = {}  # name -> int / affine value / Reg (integers), Frag or Deferred (fragments)
         self.fixed = fixed_names(kernel.body)
         self.fixed_regs: dict[str, object] = {}  # name -> Reg (ints) or tuple of Regs (fragments)
-        self.tensors: dict[str, TensorInfo] = {}
-        self.shared: dict[str, SharedInfo] = {}
+        self.tensors: dict = {}
+        self.shared: dict = {}
         self.notes: list[str] = []
-        self.last_line = None
-        self.uses = defaultdict(int)
-        for name, w, _ in _appearances(kernel.body):
-            if not w:
-                self.uses[name] += 1
-        self.deferred_ids: set = set()
-        self._find_deferrable(kernel.body)
+        self.last_line = None  # the source line of the last comment emitted
+        self.deferred_ids = deferrable_loads(kernel.body, read_counts(kernel.body))
         self.loop_regs: set = set()
-        self.prefetch = prefetch
         self.prefetch_regs: dict = {}
+        self.ints = IntValues(self)
+        self.preds = Predicates(self)
         self.tid = self.em.input("b32", "%tid.x", "mov.u32 {d}, %tid.x;", lo=0, hi=kernel.block - 1)
-        self._layout_shared()
+        self.layout_shared()
         for t in kernel.tensors:  # pointers and strides once, at the top (they dominate every use)
             self.tensor(t.name)
 
-    # -- setup ---------------------------------------------------------------------------------
-    def _find_deferrable(self, stmts) -> None:
-        for j, s in enumerate(stmts):
-            if isinstance(s, ir.For):
-                self._find_deferrable(s.body)
-            elif isinstance(s, ir.If):
-                self._find_deferrable(s.then)
-                self._find_deferrable(s.orelse)
-            elif isinstance(s, ir.Assign) and isinstance(s.op, ir.Mma) and s.op.atom == "fma":
-                for name in {s.op.a, s.op.b} - {s.op.c}:
-                    if self.uses[name] != 1:
-                        continue
-                    for i in range(j - 1, -1, -1):
-                        p = stmts[i]
-                        if isinstance(p, ir.Assign) and p.name == name:
-                            if isinstance(p.op, ir.Load) and p.op.src.space == "shared":
-                                between = stmts[i + 1:j]
-                                names = _view_names(p.op.src)
-                                if not any(isinstance(b, ir.Let) and b.name in names for b in between):
-                                    self.deferred_ids.add(id(p))
-                            break
-                        if isinstance(p, ir.Assign) and isinstance(p.op, ir.Mma | ir.Ldmatrix):
-                            continue
-                        if not isinstance(p, ir.Let | ir.Assign | ir.Assert):
-                            break
-
-    def _layout_shared(self) -> None:
-        allocs = self.k.shared_allocs()
-        total = 0
-        offsets = {}
-        for a in allocs:
-            total = -(-total // 128) * 128
-            offsets[a.name] = total
-            total += a.size_elems * ir.DTYPE_BYTES[a.dtype]
-        self.shared_bytes = total
-        self.dynamic = total > STATIC_SHARED_LIMIT
-        self.shared_decls = []
-        for a in allocs:
-            esize = ir.DTYPE_BYTES[a.dtype]
-            if self.dynamic:
-                base_reg = self.em.input("b32", "smem:dynamic", f"mov.u32 {{d}}, {self.entry}_smem;",
-                                         lo=0, mult=128)
-                base = self.em.add(base_reg, offsets[a.name])
-            else:
-                sym = f"{self.entry}_{_ident(a.name)}"
-                nbytes = max(a.size_elems * esize, esize)
-                self.shared_decls.append(f"    .shared .align 16 .b8 {sym}[{nbytes}];")
-                base = self.em.input("b32", f"smem:{a.name}", f"mov.u32 {{d}}, {sym};", lo=0, mult=16)
-            self.shared[a.name] = SharedInfo(a, base, esize)
-
+    # -- parameters ------------------------------------------------------------------------------
     def params(self) -> tuple:
-        out = []
-        for t in self.k.tensors:
-            out.append(KernelParam(t.name, "tensor", ".u64", t.dtype))
-        for s in self.k.sizes:
-            out.append(KernelParam(s, "size", ".u32", "u32"))
+        out = [KernelParam(t.name, "tensor", ".u64", t.dtype) for t in self.k.tensors]
+        out += [KernelParam(s, "size", ".u32", "u32") for s in self.k.sizes]
         for p in self.k.params:
             if isinstance(p, ir.ScalarParam):
                 if p.dtype not in PARAM_TYPE:
@@ -351,157 +120,17 @@ class Lowerer:
         return tuple(out)
 
     def pname(self, name: str) -> str:
-        return f"{self.entry}_param_{_ident(name)}"
-
-    def tensor(self, name: str) -> TensorInfo:
-        if name in self.tensors:
-            return self.tensors[name]
-        tp = self.k.param(name)
-        if tp.dtype not in REG_KIND:
-            raise LoweringError(f"tensors of {tp.dtype} are not supported by the PTX lowering yet", tp.span)
-        raw = self.em.input("b64", f"param:{name}", f"ld.param.u64 {{d}}, [{self.pname(name)}];")
-        ptr = self.em.input("b64", f"gptr:{name}", f"cvta.to.global.u64 {{d}}, {raw};")
-        shape = []
-        for d in tp.shape:
-            shape.append(d.value if isinstance(d, ir.IConst) else self.size(d.name))
-        # row-major strides in elements (computed once, at the top level)
-        strides: list = [1] * len(shape)
-        acc: object = 1
-        for i in range(len(shape) - 1, -1, -1):
-            strides[i] = acc
-            acc = self.em.mul_val(acc, shape[i]) if i > 0 else acc
-        self.tensors[name] = TensorInfo(name, tp.dtype, ir.DTYPE_BYTES[tp.dtype], ptr, shape, strides,
-                                        not tp.output)
-        return self.tensors[name]
+        return f"{self.entry}_param_{ident(name)}"
 
     def size(self, name: str) -> Reg:
         return self.em.input("b32", f"param:{name}", f"ld.param.u32 {{d}}, [{self.pname(name)}];", lo=1)
 
-    def special(self, which: str):
-        em = self.em
-        if which == "thread_id":
-            return self.tid
-        if which == "warp_id":
-            return em.floordiv(self.tid, 32)
-        if which == "lane_id":
-            return em.mod(self.tid, 32)
-        axis = which[-1]
-        if which.startswith("block_id"):
-            return em.input("b32", f"%ctaid.{axis}", f"mov.u32 {{d}}, %ctaid.{axis};", lo=0)
-        return em.input("b32", f"%nctaid.{axis}", f"mov.u32 {{d}}, %nctaid.{axis};", lo=1)
-
-    # -- integer expressions ---------------------------------------------------------------------
+    # -- names -----------------------------------------------------------------------------------
     def ival(self, e: ir.IExpr):
-        em = self.em
-        if isinstance(e, ir.IConst):
-            return e.value
-        if isinstance(e, ir.IVar):
-            if e.name in self.env:
-                v = self.env[e.name]
-                if isinstance(v, Frag | Deferred):
-                    raise LoweringError(f"'{e.name}' is a fragment, not an integer", e.span)
-                return v
-            if e.name in self.k.sizes:
-                return self.size(e.name)
-            p = next((q for q in self.k.params if q.name == e.name), None)
-            if isinstance(p, ir.ScalarParam) and not ir.is_float(p.dtype):
-                return em.input("b32", f"param:{p.name}",
-                                f"ld.param{PARAM_TYPE[p.dtype]} {{d}}, [{self.pname(p.name)}];")
-            raise LoweringError(f"no integer value for '{e.name}'", e.span)
-        if isinstance(e, ir.ISpecial):
-            return self.special(e.which)
-        if isinstance(e, ir.IUn):
-            if e.op == "-":
-                return em.mul(self.ival(e.a), -1)
-            return em.to_int(self.pval(e))
-        if isinstance(e, ir.ISelect):
-            return em.select(self.pval(e.cond), self.ival(e.a), self.ival(e.b))
-        if isinstance(e, ir.IBin):
-            op = e.op
-            if op in ir.COMPARE_OPS or op in ("and", "or"):
-                return em.to_int(self.pval(e))
-            a, b = self.ival(e.a), self.ival(e.b)
-            if op == "+":
-                return em.add(a, b)
-            if op == "-":
-                return em.sub(a, b)
-            if op == "*":
-                return em.mul_val(a, b)
-            if op == "//":
-                return em.div_val(a, b, "div")
-            if op == "%":
-                return em.div_val(a, b, "rem")
-            if op == "cdiv":
-                if isinstance(b, int):
-                    return em.floordiv(em.add(a, b - 1), b)
-                return em.div_val(em.add(em.sub(a, 1), b), b, "div")
-            if op in ("<<", ">>"):
-                return em.shift_val(a, b, "shl" if op == "<<" else "shr")
-            if op in ("&", "|", "^"):
-                return em.bitop_val(a, b, {"&": "and", "|": "or", "^": "xor"}[op])
-            if op in ("min", "max"):
-                return em.minmax(a, b, op)
-        raise LoweringError(f"{type(e).__name__} cannot be lowered here (tags and coords live only in "
-                            "assertions)", getattr(e, "span", None))
+        return self.ints.visit(e)
 
     def pval(self, e: ir.IExpr):
-        em = self.em
-        if isinstance(e, ir.IConst):
-            return bool(e.value)
-        if isinstance(e, ir.IUn) and e.op == "not":
-            return em.p_not(self.pval(e.a))
-        if isinstance(e, ir.IBin):
-            if e.op == "and":
-                return em.p_and(self.pval(e.a), self.pval(e.b))
-            if e.op == "or":
-                return em.p_or(self.pval(e.a), self.pval(e.b))
-            if e.op in ir.COMPARE_OPS:
-                cmp = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}[e.op]
-                return em.cmp(cmp, self.ival(e.a), self.ival(e.b))
-        return em.to_pred(self.ival(e))
-
-    # -- statements ------------------------------------------------------------------------------
-    def source_comment(self, span: Span) -> None:
-        if span is None or span.line <= 0:
-            return
-        key = (span.file, span.line)
-        if key == self.last_line:
-            return
-        self.last_line = key
-        text = _src_text(span)
-        self.em.comment(f"{span.file}:{span.line}  {text}" if text else f"{span.file}:{span.line}")
-
-    def stmts(self, body) -> None:
-        for s in body:
-            self.stmt(s)
-
-    def stmt(self, s) -> None:
-        span = getattr(s, "span", None)
-        self.source_comment(span)
-        if isinstance(s, ir.Let):
-            self.set_int(s.name, self.ival(s.value))
-        elif isinstance(s, ir.Assign):
-            self.assign(s)
-        elif isinstance(s, ir.SharedAlloc):
-            pass  # laid out up front
-        elif isinstance(s, ir.Store):
-            self.store(s)
-        elif isinstance(s, ir.CopyAsync):
-            self.copy_async(s)
-        elif isinstance(s, ir.Commit):
-            self.em.emit("cp.async.commit_group;")
-        elif isinstance(s, ir.Wait):
-            self.em.emit(f"cp.async.wait_group {s.pending};")
-        elif isinstance(s, ir.Barrier):
-            self.em.emit("bar.sync 0;")
-        elif isinstance(s, ir.For):
-            self.loop(s)
-        elif isinstance(s, ir.If):
-            self.branch(s)
-        elif isinstance(s, ir.Assert):
-            pass  # proved by the verifier; no code
-        else:  # pragma: no cover
-            raise LoweringError(f"cannot lower {type(s).__name__}", span)
+        return self.preds.visit(e)
 
     def set_int(self, name: str, value) -> None:
         em = self.em
@@ -527,22 +156,24 @@ class Lowerer:
 
     def bind(self, name: str, regs: tuple, typ: ir.FragType) -> None:
         if name in self.fixed:
-            kind = REG_KIND[typ.dtype]
-            fr = self.fixed_regs.get(name)
-            if fr is None:
-                fr = self.fixed_regs[name] = tuple(self.em.fixed(kind) for _ in regs)
-            for d, r in zip(fr, regs, strict=True):
-                if d is not r:
-                    self.em.assign(d, r)
-            regs = fr
-        elif any(self.em.info[r].fixed for r in regs):
+            regs = self._into_fixed(name, regs, REG_KIND[typ.dtype])
+        elif any(self.em.info[r].fixed for r in regs):  # a snapshot of values that change later
             copies = {}
             for r in regs:
                 if self.em.info[r].fixed and r not in copies:
                     c = copies[r] = self.em.reg(r.kind)
-                    self.em.emit(f"mov{_mov(r.kind)} {c}, {r};")
+                    self.em.emit(f"mov{mov_type(r.kind)} {c}, {r};")
             regs = tuple(copies.get(r, r) for r in regs)
         self.env[name] = Frag(tuple(regs), typ)
+
+    def _into_fixed(self, name: str, regs: tuple, kind: str) -> tuple:
+        fr = self.fixed_regs.get(name)
+        if fr is None:
+            fr = self.fixed_regs[name] = tuple(self.em.fixed(kind) for _ in regs)
+        for d, r in zip(fr, regs, strict=True):
+            if d is not r:
+                self.em.assign(d, r)
+        return fr
 
     def frag(self, name: str) -> Frag:
         v = self.env.get(name)
@@ -552,902 +183,47 @@ class Lowerer:
             raise LoweringError(f"'{name}' is not a fragment here")
         return v
 
-    def materialise_deferred(self, d: Deferred) -> Frag:
-        regs = self.load_values(d.assign, d.starts, list(range(d.type.values)))
-        f = Frag(tuple(regs[v] for v in range(d.type.values)), d.type)
-        self.env[d.assign.name] = f
-        return f
-
-    # -- control flow ----------------------------------------------------------------------------
-    def loop(self, s: ir.For) -> None:
-        em = self.em
-        start = self.ival(s.start)
-        stop = self.ival(s.stop)
-        if isinstance(start, int) and isinstance(stop, int) and s.unroll is not None:
-            trips = len(range(start, stop, s.step))
-            if trips <= max(s.unroll, 1) and trips <= MAX_FULL_UNROLL:
-                for i in range(start, stop, s.step):
-                    self.env[s.var] = i
-                    self.stmts(s.body)
-                self.env.pop(s.var, None)
-                return
-        stop_r = stop if isinstance(stop, int) else em.mat(stop)
-        lo_start, _ = em.bounds(start)
-        _, hi_stop = em.bounds(stop)
-        var = em.fixed("b32")
-        self.loop_regs.add(var)
-        info = em.info[var]
-        info.mult = math.gcd(em.multiple(start), s.step) or s.step
-        info.lo = lo_start
-        info.hi = None if hi_stop is None else hi_stop - 1
-        em.assign(var, start)
-        unroll = s.unroll if (s.unroll or 0) > 1 else 1
-        assigned = _assigned_in(s.body) & self.fixed
-        if unroll > 1:
-            stop_main = em.sub(stop, (unroll - 1) * s.step)
-            stop_main_r = stop_main if isinstance(stop_main, int) else em.mat(stop_main)
-            self._emit_loop(s, var, stop_main_r, unroll, assigned)
-            self._emit_loop(s, var, stop_r, 1, assigned)
-        else:
-            prefetch = self._prefetch_plan(s) if self.prefetch else {}
-            if prefetch:
-                self._prefetch_prologue(s, var, start, stop, prefetch)
-            self._emit_loop(s, var, stop_r, 1, assigned, prefetch)
-        self.env.pop(s.var, None)
-
-    # -- software prefetch of global loads -----------------------------------------------------
-    def _prefetch_plan(self, s: ir.For) -> dict:
-        """Global loads of input tensors at the top level of the loop body whose addresses depend only
-        on the loop variable, loop invariants and pure integer `Let`s of the body: they can be issued
-        one iteration early (inputs do not change during a launch). Returns {index: (assign, index of
-        the last statement reading it)}."""
-        body = s.body
-        written = _assigned_in(body)
-        pure_lets: dict = {}
-        out = {}
-        for i, st in enumerate(body):
-            if isinstance(st, ir.Let):
-                names = _iexpr_names(st.value)
-                if st.name not in self.fixed and st.name not in pure_lets and all(
-                        n == s.var or n in pure_lets or n not in written for n in names):
-                    pure_lets[st.name] = i
-                continue
-            if not (isinstance(st, ir.Assign) and isinstance(st.op, ir.Load) and st.op.src.space == "global"):
-                continue
-            if st.name in self.fixed or id(st) in self.deferred_ids or self.k.param(st.op.src.base).output:
-                continue
-            if not all(n == s.var or n in pure_lets or n not in written for n in _view_names(st.op.src)):
-                continue
-            writes = sum(1 for x in ir.walk_stmts(body) if isinstance(x, ir.Let | ir.Assign) and x.name == st.name)
-            readers = [j for j, x in enumerate(body) if st.name in _deep_reads(x)]
-            if writes != 1 or not readers or min(readers) <= i:
-                continue
-            out[i] = (st, max(readers))
-        return out
-
-    def _prefetch_env(self, s: ir.For, upto: int, var_value):
-        """Bind the loop variable to `var_value` and re-evaluate the body's pure Lets before `upto`;
-        returns the bindings to restore."""
-        saved = {s.var: self.env.get(s.var)}
-        self.env[s.var] = var_value
-        for st in s.body[:upto]:
-            if isinstance(st, ir.Let) and st.name not in self.fixed:
-                saved.setdefault(st.name, self.env.get(st.name))
-                self.set_int(st.name, self.ival(st.value))
-        return saved
-
-    def _restore(self, saved: dict) -> None:
-        for k, v in saved.items():
-            if v is None:
-                self.env.pop(k, None)
-            else:
-                self.env[k] = v
-
-    def _prefetch_load(self, s: ir.For, i: int, st: ir.Assign, var_value, dest: tuple,
-                       note: str | None = None) -> None:
-        saved = self._prefetch_env(s, i, var_value)
-        try:
-            starts = self.view_starts(st.op.src)
-            self.load_values(st, starts, list(range(st.type.values)), dict(enumerate(dest)), note=note)
-        finally:
-            self._restore(saved)
-
-    def _prefetch_prologue(self, s: ir.For, var: Reg, start, stop, prefetch: dict) -> None:
-        em = self.em
-        p = em.cmp("lt", start, stop)
-        if p is False:
-            return
-        skip = None
-        if p is not True:  # a conditional prologue: what it computes is not available after it
-            skip = em.label("noprefetch")
-            em.emit(f"@!{p} bra {skip};")
-            em.push_region()
-        em.comment("prefetch of the first iteration's global loads")
-        for i, (st, _) in sorted(prefetch.items()):
-            kind = REG_KIND[_check_dtype(st.type.dtype, st.span)]
-            dest = tuple(em.fixed(kind) for _ in range(st.type.values))
-            self.prefetch_regs[id(st)] = dest
-            self._prefetch_load(s, i, st, start, dest, note=", prefetched one iteration ahead")
-        if skip is not None:
-            em.pop_region()
-            em.place_label(skip)
-
-    def _emit_loop(self, s: ir.For, var: Reg, stop, copies: int, assigned: set, prefetch: dict | None = None
-                   ) -> None:
-        em = self.em
-        outer = em.level
-        head, done = em.label("loop"), em.label("done")
-        # values kept in fixed registers change inside the loop: nothing reading them may be hoisted
-        # out of it, and what was cached about them no longer holds.
-        em.invalidate(var)
-        for name in assigned:
-            for r in self._fixed_list(name):
-                em.invalidate(r)
-        em.push_loop()
-        em.set_level(var, em.level)
-        for name in assigned:
-            for r in self._fixed_list(name):
-                em.set_level(r, em.level)
-        after = defaultdict(list)
-        for i, (st, last) in (prefetch or {}).items():
-            after[last].append((i, st))
-        for u in range(copies):
-            self.env[s.var] = var if u == 0 else em.add(var, u * s.step)
-            self.last_line = None
-            for j, st in enumerate(s.body):
-                if prefetch and j in prefetch:
-                    self.source_comment(st.span)
-                    self.em.comment("(loaded one iteration ahead)")
-                    self.env[st.name] = Frag(self.prefetch_regs[id(st)], st.type)
-                    continue
-                self.stmt(st)
-                for i, pst in after.get(j, ()):
-                    nxt = em.add(var, s.step)
-                    p = em.cmp("lt", nxt, stop)
-                    skip = em.label("noprefetch")
-                    em.comment(f"prefetch '{pst.name}' for the next iteration (line {pst.span.line})")
-                    if p is not True:
-                        em.emit(f"@!{p} bra {skip};")
-                    em.push_region()
-                    self._prefetch_load(s, i, pst, nxt, self.prefetch_regs[id(pst)])
-                    em.pop_region()
-                    em.place_label(skip)
-                    self.env[s.var] = var
-        em.invalidate(var)
-        em.emit(f"add.s32 {var}, {var}, {copies * s.step};")
-        em.emit(f"setp.lt.s32 %p_loop, {var}, {stop if isinstance(stop, int) else stop.name};")
-        em.emit(f"@%p_loop bra {head};")
-        body = em.pop_loop()
-        em.set_level(var, outer)
-        for name in assigned:
-            for r in self._fixed_list(name):
-                em.set_level(r, outer)
-                em.invalidate(r)
-        em.invalidate(var)
-        stop_text = stop if isinstance(stop, int) else stop.name
-        em.emit(f"setp.ge.s32 %p_loop, {var}, {stop_text};")
-        em.emit(f"@%p_loop bra {done};")
-        em.place_label(head)
-        em.buffers[-1].extend(body)
-        em.place_label(done)
-        self.last_line = None
-
-    def _fixed_list(self, name: str) -> list:
-        r = self.fixed_regs.get(name)
-        if r is None:
-            return []
-        return list(r) if isinstance(r, tuple) else [r]
-
-    def branch(self, s: ir.If) -> None:
-        em = self.em
-        p = self.pval(s.cond)
-        if p is True:
-            self.stmts(s.then)
-            return
-        if p is False:
-            self.stmts(s.orelse)
-            return
-        els, done = em.label("else"), em.label("endif")
-        em.emit(f"@!{p} bra {els if s.orelse else done};")
-        em.push_region()
-        self.stmts(s.then)
-        em.pop_region()
-        if s.orelse:
-            em.emit(f"bra {done};")
-            em.place_label(els)
-            em.push_region()
-            self.stmts(s.orelse)
-            em.pop_region()
-        em.place_label(done)
-        self.last_line = None
-
-    # -- fragment operations ---------------------------------------------------------------------
-    def assign(self, s: ir.Assign) -> None:
-        op = s.op
-        if isinstance(op, ir.Load):
-            if id(s) in self.deferred_ids:
-                starts = self.view_starts(op.src)
-                self.env[s.name] = Deferred(s, starts, s.type)
-                return
-            regs = self.load_values(s, self.view_starts(op.src), list(range(s.type.values)))
-            self.bind(s.name, tuple(regs[v] for v in range(s.type.values)), s.type)
-        elif isinstance(op, ir.Full):
-            kind = REG_KIND[_check_dtype(op.dtype, s.span)]
-            r = self.em.reg(kind)
-            self.em.emit(f"mov{_mov(kind)} {r}, {_imm(op.value, op.dtype)};")
-            self.bind(s.name, (r,) * s.type.values, s.type)
-        elif isinstance(op, ir.Elementwise):
-            self.bind(s.name, self.elementwise(s, op), s.type)
-        elif isinstance(op, ir.Cast):
-            self.bind(s.name, self.cast(s, op), s.type)
-        elif isinstance(op, ir.Relabel):
-            self.bind(s.name, self.frag(op.arg).regs, s.type)
-        elif isinstance(op, ir.Reduce):
-            self.bind(s.name, self.reduce(s, op), s.type)
-        elif isinstance(op, ir.Shuffle):
-            self.bind(s.name, self.shuffle(s, op), s.type)
-        elif isinstance(op, ir.Mma):
-            self.bind(s.name, self.mma(s, op), s.type)
-        elif isinstance(op, ir.Ldmatrix):
-            raise LoweringError("ldmatrix is not supported yet (milestone 4)", s.span)
-        else:  # pragma: no cover
-            raise LoweringError(f"cannot lower {type(op).__name__}", s.span)
-
-    def operand(self, a, dtype: str, span):
-        """A register or immediate for an elementwise operand (fragments are handled by the caller)."""
-        em = self.em
-        if isinstance(a, ir.FConst):
-            return _imm(a.value, _compute_dtype(dtype))
-        if isinstance(a, ir.FScalar):
-            e = a.expr
-            if isinstance(e, ir.IVar):
-                p = next((q for q in self.k.params if q.name == e.name), None)
-                if isinstance(p, ir.ScalarParam) and ir.is_float(p.dtype):
-                    kind = REG_KIND[p.dtype]
-                    r = em.input(kind, f"param:{p.name}",
-                                 f"ld.param{PARAM_TYPE[p.dtype]} {{d}}, [{self.pname(p.name)}];")
-                    return self.to_compute(r, p.dtype)
-            v = em.mat(self.ival(e))
-            cd = _compute_dtype(dtype)
-            r = em.reg(REG_KIND[cd])
-            if cd in ("f32", "f64"):
-                em.emit(f"cvt.rn.{cd}.s32 {r}, {v};")
-                return r
-            return v
-        raise LoweringError(f"bad operand {a!r}", span)
-
-    def to_compute(self, r: Reg, dtype: str) -> Reg:
-        """16-bit floats are computed in f32."""
-        if dtype in ("f16", "bf16"):
-            f = self.em.reg("f32")
-            self.em.emit(f"cvt.f32.{dtype} {f}, {r};")
-            return f
-        return r
-
-    def to_cd(self, r: Reg, dtype: str, cd: str) -> Reg:
-        """`r` (of `dtype`) converted to the compute dtype `cd`."""
-        if dtype == cd:
-            return r
-        f = self.em.reg(REG_KIND[cd])
-        self.em.emit(f"{_cvt(cd, dtype)} {f}, {r};")
-        return f
-
-    def from_compute(self, r: Reg, dtype: str) -> Reg:
-        if dtype in ("f16", "bf16"):
-            h = self.em.reg("b16")
-            self.em.emit(f"cvt.rn.{dtype}.f32 {h}, {r};")
-            return h
-        return r
-
-    def elementwise(self, s: ir.Assign, op: ir.Elementwise) -> tuple:
-        em = self.em
-        dt = _check_dtype(s.type.dtype, s.span)
-        cd = _compute_dtype(dt)
-        V = s.type.values
-        frags = {a: self.frag(a) for a in op.args if isinstance(a, str)}
-        # the front end's copy `x = y` is y + 0.0: same registers
-        if op.op == "+" and len(op.args) == 2 and isinstance(op.args[0], str) and \
-                isinstance(op.args[1], ir.FConst) and op.args[1].value == 0.0:
-            return frags[op.args[0]].regs
-        consts = [None if isinstance(a, str) else self.operand(a, dt, s.span) for a in op.args]
-        out = []
-        cache: dict = {}
-        for v in range(V):
-            ins = []
-            for a, c in zip(op.args, consts, strict=True):
-                if isinstance(a, str):
-                    r = frags[a].regs[v]
-                    key = (a, r)
-                    if key not in cache:
-                        cache[key] = self.to_compute(r, dt)
-                    ins.append(cache[key])
-                else:
-                    ins.append(c)
-            sig = (op.op, *[x if isinstance(x, str) else x.id for x in ins])
-            if sig in cache:  # identical inputs (broadcast values): one instruction
-                out.append(cache[sig])
-                continue
-            d = em.reg(REG_KIND[cd])
-            for line in _arith(op.op, cd, d, ins, s.span):
-                em.emit(line)
-            r = self.from_compute(d, dt)
-            cache[sig] = r
-            out.append(r)
-        return tuple(out)
-
-    def cast(self, s: ir.Assign, op: ir.Cast) -> tuple:
-        em = self.em
-        src = self.frag(op.arg)
-        sd, dd = _check_dtype(src.type.dtype, s.span), _check_dtype(op.dtype, s.span)
-        out, cache = [], {}
-        for r in src.regs:
-            if r in cache:
-                out.append(cache[r])
-                continue
-            if sd == dd:
-                d = r
-            elif sd in ("f16", "bf16") and dd in ("f16", "bf16"):
-                f = self.to_compute(r, sd)
-                d = self.from_compute(f, dd)
-            else:
-                d = em.reg(REG_KIND[dd])
-                em.emit(f"{_cvt(dd, sd)} {d}, {r};")
-            cache[r] = d
-            out.append(d)
-        return tuple(out)
-
-    def reduce(self, s: ir.Assign, op: ir.Reduce) -> tuple:
-        em = self.em
-        src = self.frag(op.arg)
-        dt = _check_dtype(src.type.dtype, s.span)
-        cd = _compute_dtype(dt)
-        V = src.type.values
-        arg_flat = _flat(src.type)
-        res_flat = _flat(s.type)
-        groups = _uniform_partition(res_flat, s.span, "reduce: the grouping of a thread's values")
-        dups = _uniform_partition(arg_flat, s.span, "reduce: which values are copies of one element")
-        first_of = {}
-        for v in range(V):
-            first_of.setdefault(dups[v], v)
-        out = [None] * V
-        members = defaultdict(list)
-        for v in range(V):
-            members[groups[v]].append(v)
-        reps = {}
-        for g, vs in members.items():
-            distinct = sorted({first_of[dups[v]] for v in vs})
-            regs = [self.to_compute(src.regs[v], dt) for v in distinct]
-            reps[g] = self._tree(op.op, cd, regs, s.span)
-        if op.scope == "warp":
-            for bit in range(5):
-                if not op.lanes >> bit & 1:
-                    continue
-                for g in sorted(reps):
-                    x = reps[g]
-                    if cd == "f64":
-                        lo, hi, t = em.reg("b32"), em.reg("b32"), em.reg("f64")
-                        em.emit(f"mov.b64 {{{lo}, {hi}}}, {x};")
-                        em.emit(f"shfl.sync.bfly.b32 {lo}, {lo}, {1 << bit}, 31, -1;")
-                        em.emit(f"shfl.sync.bfly.b32 {hi}, {hi}, {1 << bit}, 31, -1;")
-                        em.emit(f"mov.b64 {t}, {{{lo}, {hi}}};")
-                    else:
-                        t = em.reg(REG_KIND[cd])
-                        em.emit(f"shfl.sync.bfly.b32 {t}, {x}, {1 << bit}, 31, -1;")
-                    reps[g] = self._combine(op.op, cd, x, t, s.span)
-        for v in range(V):
-            out[v] = reps[groups[v]]
-        conv = {}
-        for v in range(V):
-            r = out[v]
-            if r not in conv:
-                conv[r] = self.from_compute(r, dt)
-            out[v] = conv[r]
-        return tuple(out)
-
-    def _combine(self, op: str, cd: str, a, b, span) -> Reg:
-        d = self.em.reg(REG_KIND[cd])
-        name = {"sum": "+", "max": "max", "min": "min"}[op]
-        for line in _arith(name, cd, d, [a, b], span):
-            self.em.emit(line)
-        return d
-
-    def _tree(self, op: str, cd: str, regs: list, span) -> Reg:
-        while len(regs) > 1:
-            nxt = [self._combine(op, cd, regs[i], regs[i + 1], span) for i in range(0, len(regs) - 1, 2)]
-            if len(regs) % 2:
-                nxt.append(regs[-1])
-            regs = nxt
-        return regs[0]
-
-    def shuffle(self, s: ir.Assign, op: ir.Shuffle) -> tuple:
-        em = self.em
-        src = self.frag(op.arg)
-        if REG_KIND[src.type.dtype] not in ("b32", "f32"):
-            raise LoweringError(f"shuffles of {src.type.dtype} are not supported yet", s.span)
-        lane = self.ival(op.lane_arg)
-        lane_op = lane if isinstance(lane, int) else em.mat(lane)
-        mode = {"xor": "bfly", "idx": "idx", "up": "up", "down": "down"}[op.mode]
-        c = 0 if op.mode == "up" else 31
-        out, cache = [], {}
-        for r in src.regs:
-            if r not in cache:
-                d = em.reg(r.kind)
-                em.emit(f"shfl.sync.{mode}.b32 {d}, {r}, {lane_op}, {c}, -1;")
-                cache[r] = d
-            out.append(cache[r])
-        return tuple(out)
-
-    def mma(self, s: ir.Assign, op: ir.Mma) -> tuple:
-        em = self.em
-        if op.atom != "fma":
-            raise LoweringError(f"mma atom {op.atom} is not supported yet (milestone 4)", s.span)
-        a_src, b_src = self.env.get(op.a), self.env.get(op.b)
-        c = self.frag(op.c)
-        ta = a_src.type
-        tb = b_src.type
-        tc = s.type
-        ia, ib = _fma_pairing(ta, tb, tc, s.span)
-        K = ta.tile[1]
-        ad, cdt = _check_dtype(ta.dtype, s.span), _check_dtype(tc.dtype, s.span)
-        cd = _compute_dtype(cdt)
-        fma = f"fma.rn.{cd}"
-        esize = ir.DTYPE_BYTES[ad]
-        kc = 1
-        if isinstance(a_src, Deferred) or isinstance(b_src, Deferred):
-            for w in (4, 2):
-                if K % w == 0 and w * esize <= 16:
-                    kc = w
-                    break
-        if self.mma_k_chunk is not None:
-            kc = max(1, math.gcd(K, self.mma_k_chunk))
-        cur = [self.to_compute(r, cdt) for r in c.regs]
-        Vc = tc.values
-        cache_a: dict = {}
-        cache_b: dict = {}
-
-        def fetch(src, need, cache):
-            regs = self.load_values(src.assign, src.starts, need) if isinstance(src, Deferred) else \
-                {v: src.regs[v] for v in need}
-            for v in need:
-                if v not in cache:
-                    cache[v] = self.to_cd(regs[v], ad, cd)
-            return cache
-
-        for k0 in range(0, K, kc):
-            ks = range(k0, k0 + kc)
-            need_a = sorted({int(ia[vc, k]) for vc in range(Vc) for k in ks})
-            need_b = sorted({int(ib[vc, k]) for vc in range(Vc) for k in ks})
-            if isinstance(a_src, Deferred):
-                cache_a = {}
-            if isinstance(b_src, Deferred):
-                cache_b = {}
-            fa = fetch(a_src, need_a, cache_a)
-            fb = fetch(b_src, need_b, cache_b)
-            for k in ks:
-                for vc in range(Vc):
-                    d = em.reg(REG_KIND[cd])
-                    em.emit(f"{fma} {d}, {fa[int(ia[vc, k])]}, {fb[int(ib[vc, k])]}, {cur[vc]};")
-                    cur[vc] = d
-        return tuple(self.from_compute(r, cdt) for r in cur)
-
-    # -- memory ----------------------------------------------------------------------------------
-    def view_starts(self, view: ir.View) -> tuple:
-        out = []
-        for item in view.index:
-            out.append(self.ival(item.start if isinstance(item, ir.Slice) else item.index))
-        return tuple(out)
-
-    def value_coords(self, coords_map, v: int) -> tuple:
-        c = tuple(coords_map.coords(self.tid, v, self.em))
-        if self.check:
-            table = coords_map.coord_table()
-            for t in range(coords_map.threads):
-                got = [self.em.evaluate(x, {"%tid.x": t}) for x in c]
-                if got != [int(x) for x in table[t, v]]:
-                    raise AssertionError(f"coordinate mismatch for {coords_map} thread {t} value {v}: "
-                                         f"{got} != {list(table[t, v])}")
-        return c
-
-    def base_coords(self, view: ir.View, starts: tuple, tile_coord: tuple) -> list:
-        out = []
-        axis = 0
-        for item, st in zip(view.index, starts, strict=True):
-            if isinstance(item, ir.Slice):
-                out.append(self.em.add(st, tile_coord[axis]))
-                axis += 1
-            else:
-                out.append(st)
-        return out
-
-    def plan(self, view: ir.View, starts: tuple, coords_map, values: list, dtype: str, store: bool,
-             vec_cap: int | None, span) -> dict:
-        """Which values to touch and how to group them into vectors."""
-        em = self.em
-        esize = ir.DTYPE_BYTES[dtype]
-        table = coords_map.coord_table()  # [T, V, rank]
-        tile = coords_map.tile
-        # copies of one element: loads read it once, stores write the last copy (program order)
-        cols = {v: table[:, v, :].tobytes() for v in values}
-        rep: dict = {}
-        kept = []
-        if store:
-            last = {}
-            for v in values:
-                last[cols[v]] = v
-            kept = [v for v in values if last[cols[v]] == v]
-        else:
-            seen = {}
-            for v in values:
-                if cols[v] in seen:
-                    rep[v] = seen[cols[v]]
-                else:
-                    seen[cols[v]] = v
-                    kept.append(v)
-        wmax = max(1, 16 // esize)
-        if vec_cap is not None:
-            wmax = min(wmax, vec_cap)
-        runtime_align = None
-        groups: list = []
-        tile_axes = view.tile_axes()
-        if view.space == "global":
-            ti = self.tensor(view.base)
-            rank = len(ti.shape)
-            contiguous_ok = bool(tile_axes) and tile_axes[-1] == rank - 1 and len(tile) > 0
-            if contiguous_ok and wmax > 1:
-                last = len(tile) - 1
-                lin = _ravel(table, tile)  # [T, V]
-                start_mult = em.multiple(starts[-1])
-                row_len = ti.shape[-1]
-
-                def aligned(v, w):
-                    if start_mult % w or np.any(table[:, v, last] % w):
-                        return False
-                    return bool(np.all(table[:, v, last] + w - 1 < tile[last]))
-
-                groups = _find_groups(kept, wmax, lambda v: lin[:, v], aligned)
-                widest = max((len(g) for g in groups), default=1)
-                if widest > 1 and rank > 1:
-                    if isinstance(row_len, int):
-                        if row_len % widest:
-                            groups = [[v] for g in groups for v in g]
-                    else:
-                        runtime_align = em.cmp("eq", em.mod(row_len, widest), 0)
-            else:
-                groups = [[v] for v in kept]
-        else:
-            sh = self.shared[view.base]
-            if wmax > 1 and all(isinstance(x, int) for x in starts):
-                coords = []
-                axis = 0
-                for item, st in zip(view.index, starts, strict=True):
-                    if isinstance(item, ir.Slice):
-                        coords.append(st + table[:, :, axis])
-                        axis += 1
-                    else:
-                        coords.append(np.full(table.shape[:2], st, dtype=np.int64))
-                off = np.asarray(ir.layout_offset(sh.alloc.layout, tuple(coords), NumpyOps()), dtype=np.int64)
-                off = np.broadcast_to(off, table.shape[:2])
-
-                def aligned(v, w):
-                    return not np.any(off[:, v] % w)
-
-                groups = _find_groups(kept, wmax, lambda v: off[:, v], aligned)
-            elif wmax > 1:
-                offs = {v: self.shared_offset(view, starts, coords_map, v) for v in kept}
-                groups = _find_groups_aff(em, kept, wmax, offs)
-            else:
-                groups = [[v] for v in kept]
-        return {"kept": kept, "rep": rep, "groups": groups, "align": runtime_align, "esize": esize}
-
-    def shared_offset(self, view: ir.View, starts: tuple, coords_map, v: int):
-        sh = self.shared[view.base]
-        tc = self.value_coords(coords_map, v)
-        coords = self.base_coords(view, starts, tc)
-        return ir.layout_offset(sh.alloc.layout, tuple(coords), self.em)
-
-    def note(self, span, what: str, base: str, groups: list, align, extra: str = "") -> None:
-        widths = defaultdict(int)
-        for g in groups:
-            widths[len(g)] += 1
-        parts = [f"{n} x v{w}" if w > 1 else f"{n} scalar" for w, n in sorted(widths.items(), reverse=True)]
-        line = span.line if span is not None else 0
-        self.notes.append(f"line {line}: {what} {base}: {', '.join(parts) or 'nothing'}"
-                          + (", run-time row alignment check" if align is not None else "") + extra)
-
-    def load_values(self, s: ir.Assign, starts: tuple, values: list, dest: dict | None = None,
-                    note: str | None = "") -> dict:
-        """Emit the load `s` restricted to `values` (into `dest` registers when given); returns
-        value -> register."""
-        op: ir.Load = s.op
-        view = op.src
-        dtype = _check_dtype(s.type.dtype, s.span)
-        pl = self.plan(view, starts, op.tv, values, dtype, False, op.vec, s.span)
-        kind = REG_KIND[dtype]
-        regs = {v: (dest[v] if dest is not None else self.em.reg(kind)) for v in pl["kept"]}
-        self.access("load", view, starts, op.tv, pl, regs, dtype, op.mask, op.other, None, s.span)
-        for v, r in pl["rep"].items():
-            regs[v] = regs[r]
-            if dest is not None and dest[v] is not regs[r]:
-                self.em.emit(f"mov{_mov(kind)} {dest[v]}, {regs[r]};")
-                regs[v] = dest[v]
-        if len(values) == s.type.values and note is not None:
-            self.note(s.span, "load", view.base, pl["groups"], pl["align"],
-                      (" (masked)" if op.mask else "") + note)
-        return regs
-
-    def store(self, s: ir.Store) -> None:
-        f = self.frag(s.value)
-        dtype = _check_dtype(f.type.dtype, s.span)
-        starts = self.view_starts(s.dst)
-        pl = self.plan(s.dst, starts, f.type.coords, list(range(f.type.values)), dtype, True, None, s.span)
-        regs = {v: f.regs[v] for v in pl["kept"]}
-        where = self.pval(s.where) if s.where is not None else True
-        self.access("store", s.dst, starts, f.type.coords, pl, regs, dtype, s.mask, 0.0, where, s.span)
-        self.note(s.span, "store", s.dst.base, pl["groups"], pl["align"], " (masked)" if s.mask else "")
-
-    def access(self, kind: str, view: ir.View, starts: tuple, coords_map, pl: dict, regs: dict, dtype: str,
-               mask: bool, other: float, where, span) -> None:
-        em = self.em
-        if where is False:
-            return
-        skip = None
-        if where is not True and where is not None:
-            skip = em.label("skip")
-            em.emit(f"@!{where} bra {skip};")
-            em.push_region()
-        esize = pl["esize"]
-        groups = pl["groups"]
-        kept = pl["kept"]
-        coords = {v: self.base_coords(view, starts, self.value_coords(coords_map, v)) for v in kept}
-        if view.space == "global":
-            ti = self.tensor(view.base)
-            offs = {v: _dot(em, coords[v], ti.strides) for v in kept}
-            common = _common_terms([em.aff(offs[v]) for v in kept])
-            base, _ = em.addr64(ti.ptr, Aff(common, 0), esize)
-            addr = {}
-            for v in kept:
-                rest = em.sub(offs[v], Aff(common, 0)) if common else offs[v]
-                addr[v] = em.addr64(base, rest, esize)
-            shape = ti.shape
-            ld = "ld.global.nc" if ti.readonly else "ld.global"
-            st = "st.global"
-        else:
-            sh = self.shared[view.base]
-            addr = {}
-            for v in kept:
-                off = ir.layout_offset(sh.alloc.layout, tuple(coords[v]), em)
-                if self.check and all(isinstance(x, int) for x in starts):
-                    self._check_shared(sh, view, starts, coords_map, v, off)
-                a = em.add(sh.base, em.mul(off, esize))
-                r, imm = em.addr32(a, 1)
-                addr[v] = (r, imm)
-            shape = None
-            ld, st = "ld.shared", "st.shared"
-            mask = False
-        mem = MEM_TYPE[dtype]
-
-        def inb(v):
-            if not mask:
-                return True
-            return em.lt_all(list(zip(coords[v], shape, strict=True)))
-
-        def scalar(v, pred):
-            r, imm = addr[v]
-            a = f"[{r}+{imm}]" if imm else f"[{r}]"
-            if kind == "load":
-                if pred is not True:
-                    em.emit(f"mov{_mov(regs[v].kind)} {regs[v]}, {_imm(other, dtype)};")
-                if pred is False:
-                    return
-                prefix = "" if pred is True else f"@{pred} "
-                em.emit(f"{prefix}{ld}.{mem} {regs[v]}, {a};")
-            else:
-                if pred is False:
-                    return
-                prefix = "" if pred is True else f"@{pred} "
-                em.emit(f"{prefix}{st}.{mem} {a}, {regs[v]};")
-
-        def vector(g):
-            r, imm = addr[g[0]]
-            a = f"[{r}+{imm}]" if imm else f"[{r}]"
-            opname = ld if kind == "load" else st
-            for line in _vector_access(em, kind, opname, dtype, a, [regs[v] for v in g]):
-                em.emit(line)
-
-        vec_groups = [g for g in groups if len(g) > 1]
-        fast = pl["align"] if pl["align"] is not None else True
-        if vec_groups and mask:
-            pairs = []
-            for g in vec_groups:
-                c = list(coords[g[0]])
-                c[-1] = em.add(c[-1], len(g) - 1)
-                pairs += list(zip(c, shape, strict=True))
-            fast = em.p_and(fast, em.lt_all(pairs))
-
-        def fast_path():
-            for g in groups:
-                if len(g) > 1:
-                    vector(g)
-                else:
-                    scalar(g[0], inb(g[0]))
-
-        def slow_path():
-            for v in kept:
-                scalar(v, inb(v))
-
-        if not vec_groups or fast is True:
-            fast_path()
-        elif fast is False:
-            slow_path()
-        else:
-            slow, done = em.label("scalar"), em.label("joined")
-            em.emit(f"@!{fast} bra {slow};")
-            em.push_region()
-            fast_path()
-            em.pop_region()
-            em.emit(f"bra {done};")
-            em.place_label(slow)
-            em.push_region()
-            slow_path()
-            em.pop_region()
-            em.place_label(done)
-        if skip is not None:
-            em.pop_region()
-            em.place_label(skip)
-
-    def _check_shared(self, sh: SharedInfo, view, starts, coords_map, v, off) -> None:
-        table = coords_map.coord_table()
-        for t in range(0, coords_map.threads):
-            coords = []
-            axis = 0
-            for item, st in zip(view.index, starts, strict=True):
-                if isinstance(item, ir.Slice):
-                    coords.append(st + int(table[t, v, axis]))
-                    axis += 1
-                else:
-                    coords.append(st)
-            want = int(sh.alloc.layout(tuple(coords))) if len(coords) > 1 else int(sh.alloc.layout(coords[0]))
-            got = self.em.evaluate(off, {"%tid.x": t})
-            if got != want:
-                raise AssertionError(f"shared offset mismatch in {view.base} for thread {t} value {v}: "
-                                     f"{got} != {want}")
-
-    def copy_async(self, s: ir.CopyAsync) -> None:
-        em = self.em
-        src_t = self.tensor(s.src.base)
-        sh = self.shared[s.dst.base]
-        dtype = _check_dtype(src_t.dtype, s.span)
-        esize = ir.DTYPE_BYTES[dtype]
-        V = s.tv.values
-        src_starts = self.view_starts(s.src)
-        dst_starts = self.view_starts(s.dst)
-        sp = self.plan(s.src, src_starts, s.tv, list(range(V)), dtype, True, s.vec, s.span)
-        dp = self.plan(s.dst, dst_starts, s.tv, list(range(V)), dtype, True, s.vec, s.span)
-        # groups usable for cp.async: the same vec-long run in global and in shared memory
-        dset = {tuple(g) for g in dp["groups"]}
-        groups = []
-        for g in sp["groups"]:
-            if len(g) == s.vec and tuple(g) in dset:
-                groups.append(g)
-            else:
-                groups.extend([v] for v in g)
-        kept = sp["kept"]
-        src_coords = {v: self.base_coords(s.src, src_starts, self.value_coords(s.tv, v)) for v in kept}
-        dst_coords = {v: self.base_coords(s.dst, dst_starts, self.value_coords(s.tv, v)) for v in kept}
-        offs = {v: _dot(em, src_coords[v], src_t.strides) for v in kept}
-        common = _common_terms([em.aff(offs[v]) for v in kept])
-        gbase, _ = em.addr64(src_t.ptr, Aff(common, 0), esize)
-        gaddr = {v: em.addr64(gbase, em.sub(offs[v], Aff(common, 0)), esize) for v in kept}
-        saddr = {}
-        for v in kept:
-            off = ir.layout_offset(sh.alloc.layout, tuple(dst_coords[v]), em)
-            saddr[v] = em.addr32(em.add(sh.base, em.mul(off, esize)), 1)
-
-        def fmt(a):
-            r, imm = a
-            return f"[{r}+{imm}]" if imm else f"[{r}]"
-
-        def elem_copy(v):
-            """One element: cp.async when 4 or 8 bytes, else a synchronous copy (also correct)."""
-            pred = em.lt_all(list(zip(src_coords[v], src_t.shape, strict=True))) if s.mask else True
-            if esize in (4, 8, 16):
-                if pred is True:
-                    em.emit(f"cp.async.ca.shared.global {fmt(saddr[v])}, {fmt(gaddr[v])}, {esize};")
-                else:
-                    n = em.select(pred, esize, 0)
-                    em.emit(f"cp.async.ca.shared.global {fmt(saddr[v])}, {fmt(gaddr[v])}, {esize}, "
-                            f"{em.mat(n)};")
-            else:
-                kind = REG_KIND[dtype]
-                r = em.reg(kind)
-                if pred is not True:
-                    em.emit(f"mov{_mov(kind)} {r}, {_imm(0.0, dtype)};")
-                prefix = "" if pred is True else f"@{pred} "
-                em.emit(f"{prefix}ld.global.nc.{MEM_TYPE[dtype]} {r}, {fmt(gaddr[v])};")
-                em.emit(f"st.shared.{MEM_TYPE[dtype]} {fmt(saddr[v])}, {r};")
-
-        def vec_copy(g):
-            nbytes = len(g) * esize
-            cache = "cg" if nbytes == 16 else "ca"
-            if not s.mask:
-                em.emit(f"cp.async.{cache}.shared.global {fmt(saddr[g[0]])}, {fmt(gaddr[g[0]])}, {nbytes};")
-                return
-            c = src_coords[g[0]]
-            rows = em.lt_all(list(zip(c[:-1], src_t.shape[:-1], strict=True)))
-            left = em.sub(src_t.shape[-1], c[-1])  # elements left in the row
-            n = em.minmax(em.minmax(left, 0, "max"), len(g), "min")
-            nb = em.select(rows, em.mul(n, esize), 0) if rows is not True else em.mul(n, esize)
-            src_size = nb if isinstance(nb, int) else em.mat(nb)
-            em.emit(f"cp.async.{cache}.shared.global {fmt(saddr[g[0]])}, {fmt(gaddr[g[0]])}, {nbytes}, "
-                    f"{src_size};")
-
-        vec_groups = [g for g in groups if len(g) > 1]
-        align = sp["align"]
-        if not vec_groups or align is None:
-            for g in groups:
-                vec_copy(g) if len(g) > 1 else elem_copy(g[0])
-        else:
-            slow, done = em.label("scalar"), em.label("joined")
-            em.emit(f"@!{align} bra {slow};")
-            em.push_region()
-            for g in groups:
-                vec_copy(g) if len(g) > 1 else elem_copy(g[0])
-            em.pop_region()
-            em.emit(f"bra {done};")
-            em.place_label(slow)
-            em.push_region()
-            for v in kept:
-                elem_copy(v)
-            em.pop_region()
-            em.place_label(done)
-        self.note(s.span, "copy_async", s.src.base, groups, align, " (masked, zero-fill)" if s.mask else "")
+    def visit_Assign(self, s: ir.Assign) -> None:
+        regs = self.visit(s.op, s)  # a fragment operation's handler returns one register per value
+        if regs is not None:  # None: a deferred load, bound where its mma emits it
+            self.bind(s.name, regs, s.type)
 
     # -- the whole kernel ------------------------------------------------------------------------
     def run(self) -> LoweredKernel:
-        em = self.em
         self.stmts(self.k.body)
-        em.emit("ret;")
+        self.em.emit("ret;")
         params = self.params()
-        lines = []
+        lines = [*self._header(), *self._entry(params), "{", *self._declarations(), "",
+                 *self.em.prologue, "", *self.em.buffers[0], "}"]
+        return LoweredKernel(
+            ptx="\n".join(lines) + "\n", entry=self.entry, params=params, shared_bytes=self.shared_bytes,
+            dynamic_shared_bytes=self.shared_bytes if self.dynamic else 0, block=self.k.block,
+            kernel=self.k, notes=tuple(self.notes))
+
+    def _header(self) -> list:
         consts = ", ".join(f"{k}={v}" for k, v in self.k.consts)
-        lines.append("//")
-        lines.append(f"// Argus PTX for kernel '{self.k.name}' from {self.k.source_file}"
-                     + (f" ({consts})" if consts else ""))
-        lines.append(f"// block {self.k.block}, shared {self.shared_bytes} bytes"
-                     + (" (dynamic)" if self.dynamic else ""))
-        for n in self.notes:
-            lines.append(f"//   {n}")
-        lines.append("//")
-        lines.append(f".version {PTX_VERSION}")
-        lines.append(f".target {TARGET}")
-        lines.append(".address_size 64")
-        lines.append("")
+        lines = ["//",
+                 f"// Argus PTX for kernel '{self.k.name}' from {self.k.source_file}"
+                 + (f" ({consts})" if consts else ""),
+                 f"// block {self.k.block}, shared {self.shared_bytes} bytes" + (" (dynamic)" if self.dynamic else ""),
+                 *(f"//   {n}" for n in self.notes),
+                 "//", f".version {PTX_VERSION}", f".target {TARGET}", ".address_size 64", ""]
         if self.dynamic:
-            lines.append(f".extern .shared .align 128 .b8 {self.entry}_smem[];")
-            lines.append("")
-        lines.append(f".visible .entry {self.entry}(")
-        plines = [f"    .param {p.ptx_type} {self.pname(p.name)}" for p in params]
-        lines.append(",\n".join(plines))
-        lines.append(")")
-        lines.append(f".reqntid {self.k.block}, 1, 1")
+            lines += [f".extern .shared .align 128 .b8 {self.entry}_smem[];", ""]
+        return lines
+
+    def _entry(self, params: tuple) -> list:
+        lines = [f".visible .entry {self.entry}(",
+                 ",\n".join(f"    .param {p.ptx_type} {self.pname(p.name)}" for p in params),
+                 ")", f".reqntid {self.k.block}, 1, 1"]
         if self.min_blocks_per_sm:
             lines.append(f".minnctapersm {self.min_blocks_per_sm}")
         if self.k.policy("maxnreg") is not None:
             lines.append(f".maxnreg {self.k.policy('maxnreg')}")
-        lines.append("{")
-        lines.extend(em.declarations())
-        lines.append("    .reg .pred %p_loop;")
-        lines.extend(self.shared_decls)
-        lines.append("")
-        lines.extend(em.prologue)
-        lines.append("")
-        lines.extend(em.buffers[0])
-        lines.append("}")
-        ptx = "\n".join(lines) + "\n"
-        return LoweredKernel(
-            ptx=ptx, entry=self.entry, params=params, shared_bytes=self.shared_bytes,
-            dynamic_shared_bytes=self.shared_bytes if self.dynamic else 0, block=self.k.block,
-            kernel=self.k, notes=tuple(self.notes))
+        return lines
+
+    def _declarations(self) -> list:
+        return [*self.em.declarations(), "    .reg .pred %p_loop;", *self.shared_decls]
 
 
 def lower(kernel: ir.Kernel, check: bool = False, *, mma_k_chunk: int | None = None,
@@ -1469,237 +245,3 @@ def lower(kernel: ir.Kernel, check: bool = False, *, mma_k_chunk: int | None = N
     if prefetch is None:
         prefetch = kernel.policy("prefetch", True)
     return Lowerer(kernel, check, mma_k_chunk, min_blocks_per_sm, prefetch).run()
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers
-
-
-def _ident(name: str) -> str:
-    out = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
-    return out if out and not out[0].isdigit() else "k_" + out
-
-
-def _check_dtype(dtype: str, span) -> str:
-    if dtype not in REG_KIND:
-        raise LoweringError(f"fragments of {dtype} are not supported by the PTX lowering yet", span)
-    return dtype
-
-
-def _compute_dtype(dtype: str) -> str:
-    return "f32" if dtype in ("f16", "bf16") else dtype
-
-
-def _mov(kind: str) -> str:
-    return {"pred": ".pred", "b16": ".b16", "b32": ".b32", "b64": ".b64", "f32": ".f32", "f64": ".f64"}[kind]
-
-
-def _imm(value: float, dtype: str) -> str:
-    if dtype == "f32":
-        return f32_imm(value)
-    if dtype == "f64":
-        return f64_imm(value)
-    if dtype == "f16":
-        bits = int(np.array(value, dtype=np.float16).view(np.uint16))
-        return f"0x{bits:04X}"
-    if dtype == "bf16":
-        x = np.array(value, dtype=np.float32)
-        b = int(x.view(np.uint32))
-        if np.isnan(x):
-            bits = 0x7FC0
-        else:
-            bits = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
-        return f"0x{bits:04X}"
-    if dtype in ("i32", "u32"):
-        if math.isinf(value) or math.isnan(value):
-            return "0"
-        return str(int(value))
-    raise LoweringError(f"no immediate for {dtype}")
-
-
-def _cvt(dst: str, src: str) -> str:
-    fl = ("f32", "f64", "f16", "bf16")
-    ints = {"i32": "s32", "u32": "u32"}
-    if dst in fl and src in fl:
-        widen = ir.DTYPE_BYTES[dst] > ir.DTYPE_BYTES[src]
-        return f"cvt.{dst}.{src}" if widen else f"cvt.rn.{dst}.{src}"
-    if dst in fl and src in ints:
-        return f"cvt.rn.{dst}.{ints[src]}"
-    if dst in ints and src in fl:
-        return f"cvt.rni.{ints[dst]}.{src}"
-    if dst in ints and src in ints:
-        return "mov.b32"
-    raise LoweringError(f"no conversion from {src} to {dst}")
-
-
-def _arith(op: str, cd: str, d: Reg, ins: list, span) -> list:
-    """PTX for one elementwise operation in compute dtype `cd` (f32, f64, i32, u32)."""
-    if cd in ("i32", "u32"):
-        t = "s32" if cd == "i32" else "u32"
-        binops = {"+": f"add.{t}", "-": f"sub.{t}", "*": f"mul.lo.{t}", "max": f"max.{t}", "min": f"min.{t}"}
-        if op in binops:
-            return [f"{binops[op]} {d}, {ins[0]}, {ins[1]};"]
-        if op == "neg":
-            return [f"neg.s32 {d}, {ins[0]};"]
-        if op == "abs":
-            return [f"abs.s32 {d}, {ins[0]};"]
-        raise LoweringError(f"'{op}' on integer fragments is not supported", span)
-    binops = {"+": f"add.rn.{cd}", "-": f"sub.rn.{cd}", "*": f"mul.rn.{cd}", "/": f"div.rn.{cd}",
-              "max": f"max.{cd}", "min": f"min.{cd}"}
-    if op in binops:
-        return [f"{binops[op]} {d}, {ins[0]}, {ins[1]};"]
-    x = ins[0]
-    if op == "neg":
-        return [f"neg.{cd} {d}, {x};"]
-    if op == "abs":
-        return [f"abs.{cd} {d}, {x};"]
-    if op == "sqrt":
-        return [f"sqrt.rn.{cd} {d}, {x};"]
-    if op == "recip":
-        return [f"rcp.rn.{cd} {d}, {x};"]
-    if cd == "f64":
-        raise LoweringError(f"{op} on f64 is not supported by the PTX lowering yet", span)
-    if op == "exp2":
-        return [f"ex2.approx.ftz.f32 {d}, {x};"]
-    if op == "exp":
-        return [f"mul.rn.f32 {d}, {x}, {f32_imm(math.log2(math.e))};", f"ex2.approx.ftz.f32 {d}, {d};"]
-    if op == "log2":
-        return [f"lg2.approx.ftz.f32 {d}, {x};"]
-    if op == "log":
-        return [f"lg2.approx.ftz.f32 {d}, {x};", f"mul.rn.f32 {d}, {d}, {f32_imm(math.log(2.0))};"]
-    if op == "rsqrt":
-        return [f"rsqrt.approx.ftz.f32 {d}, {x};"]
-    raise LoweringError(f"elementwise '{op}' is not supported", span)
-
-
-def _vector_access(em: Emitter, kind: str, opname: str, dtype: str, addr: str, regs: list) -> list:
-    esize = ir.DTYPE_BYTES[dtype]
-    w = len(regs)
-    if esize >= 4:
-        mem = MEM_TYPE[dtype]
-        lst = ", ".join(str(r) for r in regs)
-        if kind == "load":
-            return [f"{opname}.v{w}.{mem} {{{lst}}}, {addr};"]
-        return [f"{opname}.v{w}.{mem} {addr}, {{{lst}}};"]
-    # 16-bit elements travel as packed 32-bit words
-    per = 4 // esize
-    words = [em.reg("b32") for _ in range(w // per)]
-    out = []
-    if kind == "store":
-        for i, wr in enumerate(words):
-            out.append(f"mov.b32 {wr}, {{{', '.join(str(r) for r in regs[i * per:(i + 1) * per])}}};")
-    lst = ", ".join(str(r) for r in words)
-    vec = f".v{len(words)}" if len(words) > 1 else ""
-    if kind == "load":
-        out.append(f"{opname}{vec}.b32 {{{lst}}}, {addr};" if len(words) > 1
-                   else f"{opname}.b32 {lst}, {addr};")
-        for i, wr in enumerate(words):
-            out.append(f"mov.b32 {{{', '.join(str(r) for r in regs[i * per:(i + 1) * per])}}}, {wr};")
-    else:
-        out.append(f"{opname}{vec}.b32 {addr}, {{{lst}}};" if len(words) > 1
-                   else f"{opname}.b32 {addr}, {lst};")
-    return out
-
-
-def _flat(typ: ir.FragType) -> np.ndarray:
-    c = typ.coords.coord_table()
-    if not c.shape[-1]:
-        return np.zeros(c.shape[:2], dtype=np.int64)
-    return np.ravel_multi_index(tuple(np.moveaxis(c, -1, 0)), typ.tile)
-
-
-def _ravel(table: np.ndarray, tile: tuple) -> np.ndarray:
-    if not tile:
-        return np.zeros(table.shape[:2], dtype=np.int64)
-    return np.ravel_multi_index(tuple(np.moveaxis(table, -1, 0)), tile)
-
-
-def _uniform_partition(flat: np.ndarray, span, what: str) -> list:
-    """Label each value by the first value of its thread with the same key; the labelling must be
-    the same for every thread (one instruction sequence serves them all)."""
-    T, V = flat.shape
-    labels = None
-    for t in range(T):
-        first: dict = {}
-        lab = [first.setdefault(int(flat[t, v]), v) for v in range(V)]
-        if labels is None:
-            labels = lab
-        elif lab != labels:
-            raise LoweringError(f"{what} differs between threads 0 and {t}; the PTX lowering needs it "
-                                "to be the same for every thread", span)
-    return labels or []
-
-
-def _fma_pairing(ta: ir.FragType, tb: ir.FragType, tc: ir.FragType, span):
-    ia, ib = ir.fma_pairing(ta, tb, tc)
-    if not (np.all(ia == ia[0]) and np.all(ib == ib[0])):
-        raise LoweringError("mma atom fma: the pairing of a, b and c values differs between threads; the "
-                            "PTX lowering needs one pairing for all threads", span)
-    return ia[0], ib[0]
-
-
-def _greedy_groups(order: list, wmax: int, aligned, member) -> list:
-    """Greedy vector groups: a leader v aligned for width w, and the values member(v, i) for
-    i = 1 .. w - 1 (the value i elements after v, not yet used), halving w until they all exist."""
-    used: set = set()
-    groups = []
-    for v in order:
-        if v in used:
-            continue
-        chosen = None
-        w = wmax
-        while w > 1 and chosen is None:
-            if aligned(v, w):
-                members = [v]
-                for i in range(1, w):
-                    cand = member(v, i, lambda u, taken=members: u not in used and u not in taken)
-                    if cand is None:
-                        break
-                    members.append(cand)
-                if len(members) == w:
-                    chosen = members
-            w //= 2
-        chosen = chosen or [v]
-        used.update(chosen)
-        groups.append(chosen)
-    return groups
-
-
-def _find_groups(kept: list, wmax: int, col, aligned) -> list:
-    """Vector groups from concrete per-thread columns: members sit at col(v) + 1, + 2, ..."""
-    index = defaultdict(list)
-    for v in kept:
-        index[int(col(v)[0])].append(v)
-
-    def member(v, i, free):
-        target = col(v) + i
-        return next((u for u in index.get(int(target[0]), []) if free(u) and np.array_equal(col(u), target)),
-                    None)
-
-    order = sorted(kept, key=lambda v: (int(col(v)[0]), v))
-    return _greedy_groups(order, wmax, aligned, member)
-
-
-def _find_groups_aff(em: Emitter, kept: list, wmax: int, offs: dict) -> list:
-    """Vector groups from symbolic offsets: contiguous when offsets differ by exact constants."""
-
-    def member(v, i, free):
-        return next((u for u in kept if free(u) and em.sub(offs[u], offs[v]) == i), None)
-
-    return _greedy_groups(kept, wmax, lambda v, w: em.multiple(offs[v]) % w == 0, member)
-
-
-def _dot(em: Emitter, coords: list, strides: list):
-    acc = 0
-    for c, st in zip(coords, strides, strict=True):
-        acc = em.add(acc, em.mul_val(c, st))
-    return acc
-
-
-def _common_terms(affs: list) -> tuple:
-    if not affs:
-        return ()
-    common = set(affs[0].terms)
-    for a in affs[1:]:
-        common &= set(a.terms)
-    return tuple(sorted(common, key=lambda rc: rc[0].id))

@@ -147,6 +147,62 @@ class _EntryAcc:
     cmem: list[str] = attrs.field(factory=list)
     raw: list[str] = attrs.field(factory=list)
 
+    def stats(self, warnings: tuple) -> PtxStats:
+        return PtxStats(registers=self.registers, shared_bytes=self.shared_bytes, spill_stores=self.spill_stores,
+                        spill_loads=self.spill_loads, stack_frame=self.stack_frame,
+                        cmem=", ".join(self.cmem) if self.cmem else None, raw="\n".join(self.raw),
+                        barriers=self.barriers, warnings=warnings)
+
+
+class _ReportWalk:
+    """The state of a walk over a ``ptxas -v`` report, one line at a time."""
+
+    def __init__(self):
+        self.entries: dict[str, _EntryAcc] = {}
+        self.current: str | None = None  # entry whose "Used N registers" line comes next
+        self.props_for: str | None = None  # function whose frame line comes next
+
+    def line(self, line: str) -> None:
+        info = _INFO_RE.match(line)
+        msg = info["msg"] if info else line
+        for pattern, handler in ((_ENTRY_RE, self._entry), (_PROPS_RE, self._props), (_FRAME_RE, self._frame)):
+            m = pattern.search(msg)
+            if m:
+                handler(m, line)
+                return
+        m = _REGS_RE.search(msg)
+        if m and self.current is not None:
+            self._resources(m, msg, line)
+        elif self.current is not None and info and msg.startswith("Compile time"):
+            self.entries[self.current].raw.append(line)
+
+    def _entry(self, m, line: str) -> None:
+        self.current = m["name"]
+        self.entries.setdefault(self.current, _EntryAcc()).raw.append(line)
+        self.props_for = None
+
+    def _props(self, m, line: str) -> None:
+        self.props_for = m["name"]
+        if self.props_for in self.entries:
+            self.entries[self.props_for].raw.append(line)
+
+    def _frame(self, m, line: str) -> None:
+        acc = self.entries.get(self.props_for) if self.props_for is not None else None
+        if acc is not None:  # a .func's frame line is not its caller's
+            acc.stack_frame, acc.spill_stores, acc.spill_loads = int(m["stack"]), int(m["st"]), int(m["ld"])
+            acc.raw.append(line)
+        self.props_for = None
+
+    def _resources(self, m, msg: str, line: str) -> None:
+        acc = self.entries[self.current]
+        acc.registers = int(m["n"])
+        b = _BARRIERS_RE.search(msg)
+        acc.barriers = int(b["n"]) if b else 0
+        s = _SMEM_RE.search(msg)
+        acc.shared_bytes = int(s["n"]) if s else 0
+        acc.cmem = _CMEM_RE.findall(msg)
+        acc.raw.append(line)
+
 
 def parse_report(text: str) -> dict[str, PtxStats]:
     """Parse a ``ptxas -v`` report into per-entry stats.
@@ -163,69 +219,16 @@ def parse_report(text: str) -> dict[str, PtxStats]:
     Only entries are returned; a ``.func``'s frame line is ignored (its cost is already folded into
     the caller's "cumulative stack size" by ptxas).
     """
-    entries: dict[str, _EntryAcc] = {}
-    current: str | None = None  # entry whose "Used N registers" line comes next
-    props_for: str | None = None  # function whose frame line comes next
     warnings = tuple(
         f"line {d.line}: {d.message}" if d.line is not None else d.message
         for d in _parse_diagnostics(text)
         if d.severity == "warning"
     )
+    walk = _ReportWalk()
     for raw_line in text.splitlines():
-        line = raw_line.strip()
-        if not line:
-            continue
-        info = _INFO_RE.match(line)
-        msg = info["msg"] if info else line
-        m = _ENTRY_RE.search(msg)
-        if m:
-            current = m["name"]
-            entries.setdefault(current, _EntryAcc()).raw.append(line)
-            props_for = None
-            continue
-        m = _PROPS_RE.search(msg)
-        if m:
-            props_for = m["name"]
-            if props_for in entries:
-                entries[props_for].raw.append(line)
-            continue
-        m = _FRAME_RE.search(msg)
-        if m:
-            if props_for is not None and props_for in entries:
-                acc = entries[props_for]
-                acc.stack_frame = int(m["stack"])
-                acc.spill_stores = int(m["st"])
-                acc.spill_loads = int(m["ld"])
-                acc.raw.append(line)
-            props_for = None
-            continue
-        m = _REGS_RE.search(msg)
-        if m and current is not None:
-            acc = entries[current]
-            acc.registers = int(m["n"])
-            b = _BARRIERS_RE.search(msg)
-            acc.barriers = int(b["n"]) if b else 0
-            s = _SMEM_RE.search(msg)
-            acc.shared_bytes = int(s["n"]) if s else 0
-            acc.cmem = _CMEM_RE.findall(msg)
-            acc.raw.append(line)
-            continue
-        if current is not None and info and msg.startswith("Compile time"):
-            entries[current].raw.append(line)
-    return {
-        name: PtxStats(
-            registers=a.registers,
-            shared_bytes=a.shared_bytes,
-            spill_stores=a.spill_stores,
-            spill_loads=a.spill_loads,
-            stack_frame=a.stack_frame,
-            cmem=", ".join(a.cmem) if a.cmem else None,
-            raw="\n".join(a.raw),
-            barriers=a.barriers,
-            warnings=warnings,
-        )
-        for name, a in entries.items()
-    }
+        if raw_line.strip():
+            walk.line(raw_line.strip())
+    return {name: a.stats(warnings) for name, a in walk.entries.items()}
 
 
 def assemble_cubin(

@@ -19,12 +19,14 @@ import numpy as np
 
 from argus_verify import ir
 from argus_verify.reference import compute_reference, make_inputs
+from argus_verify.runtime.cuda_backend import GpuProgram, bench_cuda, run_cuda
 from argus_verify.runtime.measure import rel_error, tolerance
 
 
-def bench_report(kernel: ir.Kernel, sizes: Mapping[str, int], ref: ModuleType | None, reps: int = 50) -> dict:
+def bench_report(kernel: ir.Kernel, program: GpuProgram, sizes: Mapping[str, int], ref: ModuleType | None,
+                 reps: int = 50) -> dict:
+    """Check `kernel` (compiled to `program`) on fresh inputs against its reference, then time it."""
     from argus_verify.runtime.cuda import torch_time
-    from argus_verify.runtime.cuda_backend import bench_cuda, run_cuda
 
     sizes = dict(sizes)
     rng = np.random.default_rng()
@@ -34,7 +36,7 @@ def bench_report(kernel: ir.Kernel, sizes: Mapping[str, int], ref: ModuleType | 
     result: dict = {"kernel": kernel.name, "sizes": sizes, "pass": True}
     lines = [f"{kernel.name} {', '.join(f'{k}={v}' for k, v in sizes.items())}"]
     if ref is not None:  # correctness first, on fresh inputs, at the benchmark size
-        outputs = run_cuda(kernel, arrays, sizes, scalars)
+        outputs = run_cuda(kernel, program, arrays, sizes, scalars)
         expected = compute_reference(ref, inputs)
         for t in kernel.outputs:
             err = rel_error(outputs[t.name], expected[t.name])
@@ -45,7 +47,7 @@ def bench_report(kernel: ir.Kernel, sizes: Mapping[str, int], ref: ModuleType | 
         if not result["pass"]:
             result["text"] = "\n".join(lines + ["FAIL: wrong result, not timed"])
             return result
-    ours = bench_cuda(kernel, sizes, scalars, inputs=arrays, reps=reps)
+    ours = bench_cuda(kernel, program, sizes, scalars, inputs=arrays, reps=reps)
     result["median_ms"] = ours.median_ms
     result["spread"] = ours.spread
     work = ref.work(sizes) if ref is not None and hasattr(ref, "work") else {}

@@ -1,17 +1,17 @@
-"""Run Argus kernels on an NVIDIA GPU: lower to PTX, assemble, load, launch, copy back, time.
+"""Run Argus kernels on an NVIDIA GPU: load, launch, copy back, time.
 
-Everything GPU-specific goes through `runtime.cuda` (PyCUDA, imported lazily), so this module
-imports on machines without a GPU or pycuda; only calling `run_cuda` / `bench_cuda` needs them.
+The runtime takes a kernel as data, a `GpuProgram` (PTX text or its cubin, the entry name, the
+parameters in launch order, the block size and the dynamic shared memory), which a driver module
+builds from the lowering (argus_verify/pipeline.py); it imports no other stage. Everything
+GPU-specific goes through `runtime.cuda` (PyCUDA, imported lazily), so this module imports on
+machines without a GPU or pycuda; only calling `load`, `run_cuda` or `bench_cuda` needs them.
 
-* `run_cuda(kernel, inputs, sizes, scalars)` -> outputs as numpy arrays. Outputs are poisoned
-  (0xFF bytes: NaN in every float format) before the launch, so an element the kernel does not
-  write comes back NaN and fails any comparison.
-* `bench_cuda(kernel, sizes, ...)` -> `runtime.measure.Timing` (CUDA events, median), rotating
-  through `runtime.cuda.rotations_for(bytes)` copies of the buffers so that each launch reads its
-  inputs from HBM rather than from the 60 MB L2.
-
-PTX is assembled to a cubin with `ptxas` when it is on the PATH (which also yields the register /
-spill report); otherwise the driver JIT-compiles the PTX text.
+* `run_cuda(kernel, program, inputs, sizes, scalars)` -> outputs as numpy arrays. Outputs are
+  poisoned (0xFF bytes: NaN in every float format) before the launch, so an element the kernel
+  does not write comes back NaN and fails any comparison.
+* `bench_cuda(kernel, program, sizes, ...)` -> `runtime.measure.Timing` (CUDA events, median),
+  rotating through `runtime.cuda.rotations_for(bytes)` copies of the buffers so that each launch
+  reads its inputs from HBM rather than from the 60 MB L2.
 """
 
 from __future__ import annotations
@@ -22,63 +22,75 @@ import attrs
 import numpy as np
 
 from argus_verify import ir
-from argus_verify.lowering.ptx import LoweredKernel, eval_iexpr, lower
 from argus_verify.runtime.measure import Timing
 
-__all__ = ["CompiledKernel", "bench_cuda", "compile_cuda", "launch_args", "run_cuda"]
+__all__ = ["GpuProgram", "LoadedProgram", "bench_cuda", "check_sizes", "grid_of", "launch_args", "load",
+           "run_cuda"]
 
 _SCALAR_NP = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "u32": np.uint32, "i64": np.int64}
 _STATIC_SHARED_LIMIT = 48 * 1024
 
 
+@attrs.frozen
+class GpuProgram:
+    """What the runtime needs to load and launch one kernel."""
+
+    ptx: str
+    entry: str
+    params: tuple  # in launch order, each with .name, .kind ("tensor" | "size" | "scalar") and .dtype
+    block: int
+    dynamic_shared_bytes: int  # what to pass at launch (0 when the allocations are static)
+    cubin: bytes | None = None  # assembled ahead of time; None: the driver JIT-compiles `ptx`
+    stats: object | None = None  # the assembler's resource report of the entry, when there is one
+
+
 @attrs.define
-class CompiledKernel:
-    lowered: LoweredKernel
+class LoadedProgram:
+    program: GpuProgram
     module: object  # runtime.cuda.CudaModule
     function: object  # pycuda Function
-    stats: object | None  # lowering.ptxas.PtxStats of the entry, when ptxas assembled it
 
 
-_CACHE: dict[str, CompiledKernel] = {}
+_LOADED: dict[str, LoadedProgram] = {}
 
 
-def compile_cuda(kernel: ir.Kernel | LoweredKernel, lower_options: Mapping | None = None) -> CompiledKernel:
-    """Lower (if needed, with `lowering.ptx.lower` keyword options), assemble and load a kernel;
-    cached by PTX text."""
-    from argus_verify.lowering import ptxas
+def load(program: GpuProgram) -> LoadedProgram:
+    """Load a program into the current context (cached by PTX text)."""
     from argus_verify.runtime import cuda
 
-    lk = kernel if isinstance(kernel, LoweredKernel) else lower(kernel, **dict(lower_options or {}))
-    hit = _CACHE.get(lk.ptx)
+    hit = _LOADED.get(program.ptx)
     if hit is not None:
         return hit
-    stats = None
-    if ptxas.ptxas_available():
-        cubin, report = ptxas.assemble_cubin(lk.ptx)
-        stats = report.get(lk.entry)
-        module = cuda.CudaModule(cubin)
-    else:
-        module = cuda.CudaModule(lk.ptx)
-    func = module.function(lk.entry)
-    if lk.dynamic_shared_bytes > _STATIC_SHARED_LIMIT:
-        cuda.CudaModule.set_max_dynamic_shared(func, lk.dynamic_shared_bytes)
-    ck = CompiledKernel(lk, module, func, stats)
-    _CACHE[lk.ptx] = ck
-    return ck
+    module = cuda.CudaModule(program.cubin if program.cubin is not None else program.ptx)
+    func = module.function(program.entry)
+    if program.dynamic_shared_bytes > _STATIC_SHARED_LIMIT:
+        cuda.CudaModule.set_max_dynamic_shared(func, program.dynamic_shared_bytes)
+    loaded = _LOADED[program.ptx] = LoadedProgram(program, module, func)
+    return loaded
 
 
-def _check_sizes(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping) -> dict:
+def _int_env(sizes: Mapping[str, int], scalars: Mapping) -> dict:
+    return {**{k: int(v) for k, v in sizes.items()},
+            **{k: int(v) for k, v in scalars.items() if isinstance(v, (int, np.integer))}}
+
+
+def check_sizes(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping) -> dict:
     sizes = {k: int(v) for k, v in sizes.items()}
     for s in kernel.sizes:
         if s not in sizes:
             raise ValueError(f"no value for size {s}")
         if not 0 < sizes[s] < 2**31:
             raise ValueError(f"size {s}={sizes[s]} must be in 1 .. 2**31 - 1")
-    env = {**sizes, **{k: int(v) for k, v in scalars.items() if isinstance(v, (int, np.integer))}}
+    env = _int_env(sizes, scalars)
     for req in kernel.requires:
-        if not eval_iexpr(req, env):
+        if not ir.eval_int(req, env):
             raise ValueError(f"sizes {sizes} violate a 'requires' precondition of {kernel.name}")
     return sizes
+
+
+def grid_of(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping | None = None) -> tuple[int, int, int]:
+    env = _int_env(sizes, scalars or {})
+    return (tuple(int(ir.eval_int(e, env)) for e in kernel.grid) + (1, 1, 1))[:3]
 
 
 def to_device_array(arr: np.ndarray, dtype: str) -> np.ndarray:
@@ -102,10 +114,10 @@ def _device_dtype(dtype: str) -> np.dtype:
     return np.dtype(np.uint16) if dtype == "bf16" else ir.numpy_dtype(dtype)
 
 
-def launch_args(lk: LoweredKernel, buffers, sizes: Mapping[str, int], scalars: Mapping) -> list:
-    """Kernel arguments in `lk.params` order: device pointers, np.uint32 sizes, typed scalars."""
+def launch_args(program: GpuProgram, buffers, sizes: Mapping[str, int], scalars: Mapping) -> list:
+    """Kernel arguments in `program.params` order: device pointers, np.uint32 sizes, typed scalars."""
     args = []
-    for p in lk.params:
+    for p in program.params:
         if p.kind == "tensor":
             args.append(buffers[p.name])
         elif p.kind == "size":
@@ -135,16 +147,15 @@ def _host_sets(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray], shapes: dict
     return host
 
 
-def run_cuda(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int],
-             scalars: Mapping | None = None, *,
-             lower_options: Mapping | None = None) -> dict[str, np.ndarray]:
-    """Run `kernel` once on the GPU and return its outputs (poisoned with NaN before the launch)."""
+def run_cuda(kernel: ir.Kernel, program: GpuProgram, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int],
+             scalars: Mapping | None = None) -> dict[str, np.ndarray]:
+    """Run `kernel` (compiled to `program`) once on the GPU and return its outputs (poisoned with
+    NaN before the launch)."""
     from argus_verify.runtime import cuda
 
     scalars = dict(scalars or {})
-    sizes = _check_sizes(kernel, sizes, scalars)
-    ck = compile_cuda(kernel, lower_options)
-    lk = ck.lowered
+    sizes = check_sizes(kernel, sizes, scalars)
+    loaded = load(program)
     shapes = ir.tensor_shapes(kernel, sizes)
     host = _host_sets(kernel, inputs, shapes)
     outputs = [t.name for t in kernel.outputs]
@@ -153,10 +164,10 @@ def run_cuda(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray], sizes: Mapping
         for t in kernel.inputs:
             bufs.copy_in(t.name)
         bufs.poison(*outputs)
-        grid = lk.grid(sizes, scalars)
+        grid = grid_of(kernel, sizes, scalars)
         if min(grid) > 0:
-            cuda.launch(ck.function, grid, (lk.block, 1, 1), launch_args(lk, bufs, sizes, scalars),
-                        shared_bytes=lk.dynamic_shared_bytes)
+            cuda.launch(loaded.function, grid, (program.block, 1, 1), launch_args(program, bufs, sizes, scalars),
+                        shared_bytes=program.dynamic_shared_bytes)
         cuda._drv().Context.synchronize()
         out = {}
         for t in kernel.outputs:
@@ -166,9 +177,9 @@ def run_cuda(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray], sizes: Mapping
         bufs.free()
 
 
-def bench_cuda(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping | None = None, *,
+def bench_cuda(kernel: ir.Kernel, program: GpuProgram, sizes: Mapping[str, int], scalars: Mapping | None = None, *,
                inputs: Mapping[str, np.ndarray] | None = None, warmup: int = 10, reps: int = 50,
-               rotations: int | None = None, seed: int = 0, lower_options: Mapping | None = None) -> Timing:
+               rotations: int | None = None, seed: int = 0) -> Timing:
     """Median kernel time (ms) over `reps` launches, CUDA events, buffers rotated against the L2.
 
     Inputs default to standard-normal random data (the same values in every rotated copy: what
@@ -178,9 +189,8 @@ def bench_cuda(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping | N
     from argus_verify.runtime.measure import random_inputs
 
     scalars = dict(scalars or {})
-    sizes = _check_sizes(kernel, sizes, scalars)
-    ck = compile_cuda(kernel, lower_options)
-    lk = ck.lowered
+    sizes = check_sizes(kernel, sizes, scalars)
+    loaded = load(program)
     shapes = ir.tensor_shapes(kernel, sizes)
     if inputs is None:
         rng = np.random.default_rng(seed)
@@ -190,7 +200,7 @@ def bench_cuda(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping | N
     host = _host_sets(kernel, inputs, shapes)
     per_set = sum(int(a.nbytes) for a in host.values())
     n = rotations if rotations is not None else cuda.rotations_for(max(per_set, 1))
-    grid = lk.grid(sizes, scalars)
+    grid = grid_of(kernel, sizes, scalars)
     sets = []
     try:
         for _ in range(n):
@@ -198,11 +208,11 @@ def bench_cuda(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping | N
             sets.append(b)
             for t in kernel.inputs:
                 b.copy_in(t.name)
-        args = [launch_args(lk, b, sizes, scalars) for b in sets]
-        block = (lk.block, 1, 1)
+        args = [launch_args(program, b, sizes, scalars) for b in sets]
+        block = (program.block, 1, 1)
 
         def run_once(k: int) -> None:
-            cuda.launch(ck.function, grid, block, args[k], shared_bytes=lk.dynamic_shared_bytes)
+            cuda.launch(loaded.function, grid, block, args[k], shared_bytes=program.dynamic_shared_bytes)
 
         return cuda.time_kernel(run_once, warmup=warmup, reps=reps, rotations=n)
     finally:

@@ -84,6 +84,8 @@ class Query:
         return s
 
     def run(self, validate: bool = True, tries: int = 4, minimize: bool = True) -> Outcome:
+        # One search loop, kept in one piece: when its models and candidates are freed decides how
+        # Z3 numbers later terms, and so the later witnesses (see smt/__init__.py).
         t0 = time.perf_counter()
         Z.end_defs()
         s = self.solver()

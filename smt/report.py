@@ -11,6 +11,7 @@ import attrs
 from argus_verify.diagnostics import SOURCES, Span, render_source
 
 OBLIGATIONS = (
+    "launch",
     "tag-assertion",
     "output-contract",
     "output-once",
@@ -22,13 +23,14 @@ OBLIGATIONS = (
     "uncoalesced",
 )
 WARNINGS = ("bank-conflict", "uncoalesced")
-STATUSES = ("proved", "violated", "unknown", "warning")
+# vacuous: the obligation holds only because no admissible launch exists (smt/vacuity.py); never a proof
+STATUSES = ("proved", "violated", "unknown", "warning", "vacuous")
 
 
 @attrs.define
 class ObligationResult:
     obligation: str  # one of OBLIGATIONS
-    status: str  # proved | violated | unknown | warning
+    status: str  # proved | violated | unknown | warning | vacuous
     location: Span
     message: str = ""  # one line: what was checked / what failed
     witness: dict = attrs.field(factory=dict)
@@ -68,7 +70,8 @@ class ObligationResult:
         return out
 
     def render(self) -> str:
-        sev = {"violated": "error", "warning": "warning", "unknown": "unknown", "proved": "note"}[self.status]
+        sev = {"violated": "error", "warning": "warning", "unknown": "unknown", "proved": "note",
+               "vacuous": "vacuous"}[self.status]
         loc = self.location
         head = f"{loc}: {sev}: {self.message}" if loc is not None else f"{sev}: {self.message}"
         lines = [head + f" [{self.obligation}]"]
@@ -118,6 +121,10 @@ def format_witness(w: dict) -> str:
         parts.append(f"warp {w.get('warp', 0)}, lanes {w['lanes'][0]} and {w['lanes'][1]}")
     elif "threads" in w:
         parts.append("threads " + " and ".join(f"{t} (warp {t // 32}, lane {t % 32})" for t in w["threads"]))
+    if "grid" in w:
+        parts.append("grid (" + ", ".join(str(x) for x in w["grid"]) + ")")
+    if "requires" in w:
+        parts.append("requires at lines " + ", ".join(str(r["line"]) for r in w["requires"]))
     loop = w.get("loop") or {}
     for k, v in loop.items():
         parts.append(f"{k} = {v}")
@@ -125,6 +132,9 @@ def format_witness(w: dict) -> str:
         if v:
             parts.append(f"{k}: " + ", ".join(f"{a} = {b}" for a, b in v.items()))
     s = format_sizes(w.get("sizes") or {})
+    if s:
+        parts.append(s)
+    s = format_sizes(w.get("scalars") or {})
     if s:
         parts.append(s)
     return ", ".join(parts)
@@ -154,7 +164,7 @@ class VerifyReport:
 
     @property
     def exit_code(self) -> int:
-        if any(r.status == "violated" for r in self.results):
+        if any(r.status in ("violated", "vacuous") for r in self.results):
             return 1
         if any(r.status == "unknown" for r in self.results):
             return 3
@@ -169,6 +179,18 @@ class VerifyReport:
     def unknowns(self) -> list:
         return [r for r in self.results if r.status == "unknown"]
 
+    def vacuous(self) -> list:
+        return [r for r in self.results if r.status == "vacuous"]
+
+    def vacuous_groups(self) -> dict:
+        """reason -> the obligations vacuous for it (they share the launch's reason: one line each)."""
+        out: dict = {}
+        for r in self.vacuous():
+            names = out.setdefault(r.message, [])
+            if r.obligation not in names:
+                names.append(r.obligation)
+        return out
+
     def to_json(self) -> list:
         return [r.to_json() for r in self.results]
 
@@ -180,14 +202,16 @@ class VerifyReport:
 
     def render_text(self, verbose: bool = False) -> str:
         blocks = []
-        order = {"violated": 0, "unknown": 1, "warning": 2, "proved": 3}
+        order = {"violated": 0, "unknown": 1, "warning": 2, "proved": 3, "vacuous": 4}
         for r in sorted(self.results, key=lambda r: (order[r.status], r.location.line if r.location else 0)):
             if r.status == "proved" and not verbose:
                 continue
             if r.status == "proved":
                 blocks.append(f"{r.location}: proved: {r.message} [{r.obligation}]")
-            else:
+            elif r.status != "vacuous":
                 blocks.append(r.render())
+        for message, names in self.vacuous_groups().items():
+            blocks.append(f"{self.file}: vacuous: {message} [{', '.join(names)}]")
         c = self.counts()
         scope = ""
         if self.shapes:
@@ -195,7 +219,8 @@ class VerifyReport:
         summary = (
             f"{self.file}: kernel {self.kernel}: {len(self.results)} obligations: {c['proved']} proved"
             f"{scope}, {c['violated']} violated, {c['unknown']} unknown, {c['warning']} warnings"
-            f" ({self.seconds:.2f} s)"
+            + (f", {c['vacuous']} vacuous" if c["vacuous"] else "")
+            + f" ({self.seconds:.2f} s)"
         )
         blocks.append(summary)
         return "\n\n".join(blocks) if len(blocks) > 1 else summary

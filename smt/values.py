@@ -48,6 +48,16 @@ class TrChoice:
         self.options = tuple(options)
 
 
+def element_label(name: str, rank: int) -> str:
+    """`name[{}, {}]`: a trace label for an element by its coordinates (terms filled in from the model)."""
+    return f"{name}[" + ", ".join(["{}"] * rank) + "]"
+
+
+def value_label(name: str) -> str:
+    """`name[value {}] of thread {}`: a trace label for a fragment element by value and thread."""
+    return name + "[value {}] of thread {}"
+
+
 def render_trace(tr, ev) -> list:
     """[(label, op, span)] from the source element to the final one; `ev` evaluates Z3 terms."""
     out = []

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_unknown import HEAD as UNKNOWN_HEAD
+from test_unknown import SOURCES as UNKNOWN_SOURCES
 
 from argus_verify.cli import main
 
@@ -340,3 +342,164 @@ def test_verify_replay_shows_the_stale_tile(capsys):
     assert rep["replayed"] and rep["source"].startswith("A[")
     k = int(rep["source"].split(",")[1].rstrip("]"))
     assert k // 16 != rep["loop"]["kt"]
+
+
+# -- bad option values: exit 2, a clear message, valid JSON with --json ------------------------------
+
+def run_json(capsys, *argv: str) -> tuple[int, dict]:
+    code, out, _ = run_cli(capsys, *argv, "--json")
+    return code, json.loads(out)
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--timeout", "-1", "--timeout must be a number of seconds greater than 0 and at most 4294967, got '-1'"),
+    ("--timeout", "0", "--timeout must be a number of seconds greater than 0"),
+    ("--timeout", "nan", "got 'nan'"),
+    ("--timeout", "inf", "got 'inf'"),
+    ("--timeout", "1e10", "at most 4294967, got '1e10'"),
+    ("--timeout", "soon", "got 'soon'"),
+    ("--jobs", "0", "--jobs must be an integer at least 1, got '0'"),
+    ("--jobs", "2.5", "--jobs must be an integer at least 1, got '2.5'"),
+])
+def test_verify_rejects_bad_solver_options(capsys, option, value, message):
+    code, _, err = run_cli(capsys, "verify", VECADD, option, value)
+    assert code == 2 and err.startswith(f"argus: error: {option} must be ") and message in err
+    code, payload = run_json(capsys, "verify", VECADD, option, value)
+    assert code == 2 and payload["status"] == "error" and message in payload["message"]
+
+
+@pytest.mark.parametrize("seed, ok", [("-1", False), ("4294967296", False), ("lucky", False), ("4294967295", True),
+                                      ("0", True)])
+def test_run_seed_is_in_numpys_range(capsys, seed, ok):
+    code, payload = run_json(capsys, "run", VECADD, "--shape", "N=300", "--backend", "interp", "--no-verify",
+                             "--seed", seed)
+    if ok:
+        assert code == 0 and payload["status"] == "pass"
+    else:
+        assert code == 2 and payload["message"] == (
+            f"--seed must be an integer from 0 to 4294967295 (numpy's seed range), got '{seed}'")
+
+
+@pytest.mark.parametrize("command", ["run", "compile", "bench"])
+def test_timeout_is_checked_before_anything_runs(capsys, command):
+    code, _, err = run_cli(capsys, command, VECADD, "--timeout", "-1")
+    assert code == 2 and "--timeout must be a number of seconds greater than 0" in err
+
+
+def test_bench_reps_must_be_positive(capsys):
+    code, payload = run_json(capsys, "bench", VECADD, "--reps", "0")
+    assert code == 2 and payload["message"] == "--reps must be an integer at least 1, got '0'"
+
+
+@pytest.mark.parametrize("shape, message", [("N=0", "size N must be positive, got 0"),
+                                            ("N=-1", "size N must be positive, got -1"),
+                                            ("Q=3", "kernel vecadd has no size 'Q' (its sizes: N)")])
+def test_verify_rejects_bad_shapes(capsys, shape, message):
+    code, _, err = run_cli(capsys, "verify", VECADD, "--shape", shape)
+    assert code == 2 and f"argus: error: {message}" in err
+    code, payload = run_json(capsys, "verify", VECADD, "--shape", shape)
+    assert code == 2 and payload["message"] == message
+
+
+SOFTMAX = str(SPECS / "row_softmax.arg")
+
+
+def test_verify_shape_against_the_requires(capsys):
+    code, _, err = run_cli(capsys, "verify", SOFTMAX, "--shape", "N=2000")
+    assert code == 2
+    lines = err.splitlines()
+    assert lines[0] == (f"{SOFTMAX}:5:14: error: N=2000 (--shape) does not satisfy the kernel's precondition "
+                        "`requires N <= COLS` (line 5)")
+    assert lines[1] == "    5 |     requires N <= COLS"
+    code, payload = run_json(capsys, "verify", SOFTMAX, "--shape", "N=2000")
+    assert code == 2 and payload["location"]["line"] == 5 and payload["location"]["source"] == "requires N <= COLS"
+
+
+def test_run_shape_against_the_requires(capsys):
+    code, _, err = run_cli(capsys, "run", SOFTMAX, "--shape", "M=4,N=1025", "--backend", "interp", "--no-verify")
+    assert code == 2 and "N=1025 (--shape, or SHAPES in the reference file) does not satisfy" in err
+    code, _, _ = run_cli(capsys, "run", SOFTMAX, "--shape", "M=4,N=1024", "--backend", "interp", "--no-verify")
+    assert code == 0
+
+
+# -- vacuous verification ----------------------------------------------------------------------------
+
+EMPTY_GRID = ADD.replace("grid(cdiv(N, 256))", "grid(N - 1000)")
+CONTRADICTION = ADD.replace("    block(256)\n", "    requires N > 100\n    requires N < 50\n    block(256)\n")
+
+
+def test_verify_reports_a_contradiction_and_vacuous_obligations(capsys, tmp_path):
+    path = tmp_path / "add.arg"
+    path.write_text(CONTRADICTION)
+    code, out, _ = run_cli(capsys, "verify", str(path))
+    assert code == 1
+    assert f"{path}:4:14: error: no launch is admissible: `requires N > 100` (line 3) and `requires N < 50` " \
+           "(line 4) contradict each other [launch]" in out
+    assert f"{path}: vacuous: no launch is admissible" in out and " proved" not in out.replace("0 proved", "")
+    code, payload = run_json(capsys, "verify", str(path))
+    assert code == 1 and {o["status"] for o in payload} == {"violated", "vacuous"}
+
+
+def test_run_refuses_an_empty_grid(capsys, tmp_path):
+    path = tmp_path / "add.arg"
+    path.write_text(EMPTY_GRID)
+    code, _, err = run_cli(capsys, "run", str(path), "--shape", "N=2000", "--backend", "interp")
+    assert code == 0, err  # these sizes launch 1000 blocks: proved for them
+    code, _, err = run_cli(capsys, "run", str(path), "--shape", "N=1000", "--backend", "interp")
+    assert code == 1 and "grid extent N - 1000 is 0: the launch has no blocks [launch]" in err
+
+
+def test_run_refuses_sizes_beyond_the_verifiers_range_unless_allowed(capsys):
+    code, _, err = run_cli(capsys, "run", VECADD, "--shape", "N=2000000", "--backend", "interp")
+    assert code == 3
+    assert "N <= 1048576 (the verifier's size range) and N = 2000000 (the given shape) contradict each other" in err
+    assert "--allow-unknown" in err and "PASS" not in err
+
+
+# -- unknown blocks: run, compile and bench refuse it (3) unless --allow-unknown ---------------------
+
+# a real bug (no wait before reading the async copy) that the verifier cannot decide: commit() under an if
+COMMIT_UNDER_IF = UNKNOWN_HEAD.format(name="copy") + UNKNOWN_SOURCES["commit_under_if"][0]
+UNKNOWN_REASON = ("12:5: uninitialised-read unknown: async-copy completion could not be proved: possible "
+                  "violation under an approximation: async-copy groups cannot be counted exactly (commit() under "
+                  "an if at line 9)")
+
+
+@pytest.fixture
+def unknown_file(tmp_path) -> Path:
+    path = tmp_path / "copy.arg"
+    path.write_text(COMMIT_UNDER_IF)
+    return path
+
+
+@pytest.mark.parametrize("command", ["run", "compile", "bench"])
+def test_an_unknown_obligation_is_refused_with_its_true_reason(capsys, unknown_file, command):
+    extra = ["--shape", "N=1000"] if command != "compile" else []
+    code, out, err = run_cli(capsys, command, str(unknown_file), *extra)
+    assert code == 3 and out == ""
+    assert f"argus: refusing to {command} {unknown_file}: these obligations are not proved:" in err
+    assert f"  {unknown_file}:{UNKNOWN_REASON}" in err
+    assert "solver time limit" not in err and "--allow-unknown" in err
+
+
+def test_an_unknown_refusal_as_json(capsys, unknown_file):
+    code, payload = run_json(capsys, "run", str(unknown_file), "--shape", "N=1000", "--backend", "interp")
+    assert code == 3 and payload["status"] == "refused"
+    (unproved,) = payload["unproved"]
+    assert unproved["obligation"] == "uninitialised-read" and unproved["line"] == 12
+    assert "commit() under an if at line 9" in unproved["reason"]
+    assert any(o["status"] == "unknown" for o in payload["verification"])
+
+
+def test_allow_unknown_goes_on_and_says_why(capsys, unknown_file):
+    code, out, err = run_cli(capsys, "run", str(unknown_file), "--shape", "N=1000", "--backend", "interp",
+                             "--allow-unknown")
+    assert code == 0 and "ran copy on interp" in out
+    assert "argus: warning: --allow-unknown: going on although these obligations are not proved:" in err
+    assert UNKNOWN_REASON in err
+
+
+def test_a_violation_is_refused_even_with_allow_unknown(capsys):
+    code, _, err = run_cli(capsys, "run", BUGGY, "--shape", "M=64,N=64,K=64", "--backend", "interp",
+                           "--allow-unknown")
+    assert code == 1 and "refusing to run" in err and "--no-verify" in err

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from argus_verify.diagnostics import ArgusRuntimeError
 from argus_verify.frontend import compile_file, compile_source
 from argus_verify.reference import compute_reference, load_reference, make_inputs
-from argus_verify.runtime.interp import round_bf16, run
+from argus_verify.runtime.interp import run
 from argus_verify.runtime.measure import rel_error, tolerance
+from argus_verify.semantics import round_to
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -159,7 +160,7 @@ def test_barrier_under_divergent_branch_is_a_fault():
 @given(st.floats(min_value=-2.0**127, max_value=2.0**127, width=32))
 def test_bf16_rounding_is_nearest_even(x):
     # (beyond bf16's largest finite value + half an ulp, IEEE rounding overflows to inf)
-    r = float(round_bf16(np.float32(x)))
+    r = float(round_to(np.float32(x), "bf16"))
     bits = np.float32(r).view(np.uint32)
     assert bits & 0xFFFF == 0  # a bf16 value
     # no bf16 value is closer to x than r

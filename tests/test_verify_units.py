@@ -16,8 +16,9 @@ from argus_verify.layout import ComposedLayout, Layout, Swizzle
 from argus_verify.smt import program as P
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
-from argus_verify.smt.analysis import Analysis, boxes_of
+from argus_verify.smt.analysis import Analysis
 from argus_verify.smt.query import Query
+from argus_verify.smt.records import boxes_of
 
 FAST = settings(max_examples=40, deadline=None)
 MODES = ("int", "bv")

@@ -11,7 +11,6 @@ import pytest
 
 from argus_verify import ir, reference
 from argus_verify.frontend import compile_file, compile_source
-from argus_verify.lowering.ptx import eval_iexpr
 from argus_verify.runtime.measure import random_inputs, rel_error, tolerance
 
 _kspec = importlib.util.spec_from_file_location("argus_gpu_kernels", Path(__file__).with_name("kernels.py"))
@@ -74,10 +73,10 @@ def params():
 
 @pytest.mark.parametrize("name,consts,sizes", params())
 def test_spec_matches_reference(name, consts, sizes):
-    from argus_verify.runtime.cuda_backend import run_cuda
+    from argus_verify.pipeline import run_cuda
 
     kernel = compile_file(SPECS / f"{name}.arg", consts)
-    if not all(eval_iexpr(r, sizes) for r in kernel.requires):
+    if not all(ir.eval_int(r, sizes) for r in kernel.requires):
         pytest.skip("shape violates the kernel's requires")
     ref_mod = load_reference(name)
     for seed in (0, 1):  # fresh inputs each time: a lucky layout bug should not survive two draws
@@ -93,12 +92,9 @@ def test_spec_matches_reference(name, consts, sizes):
 @pytest.mark.parametrize("name", ["vecadd", "transpose_smem", "row_softmax", "reduce_sum", "gemm_simt",
                                   "gemm_pipelined", "gemm_simt_db"])
 def test_gpu_agrees_with_interpreter(name):
-    from argus_verify.runtime.cuda_backend import run_cuda
+    from argus_verify.pipeline import run_cuda
+    from argus_verify.runtime.interp import run as interp_run
 
-    try:
-        from argus_verify.runtime.interp import run as interp_run
-    except ImportError:  # pragma: no cover - the interpreter is written alongside
-        pytest.skip("runtime.interp is not available")
     kernel = compile_file(SPECS / f"{name}.arg")
     sizes = dict(load_reference(name).SHAPES)
     inputs = make_inputs(kernel, sizes, 7)
@@ -114,7 +110,7 @@ def test_gpu_agrees_with_interpreter(name):
 
 def test_poisoned_outputs_are_overwritten():
     """A masked store that covers exactly the tensor leaves no NaN behind (poison is 0xFF bytes)."""
-    from argus_verify.runtime.cuda_backend import run_cuda
+    from argus_verify.pipeline import run_cuda
 
     kernel = compile_file(SPECS / "vecadd.arg")
     sizes = {"N": 1029}
@@ -127,8 +123,8 @@ def test_poisoned_outputs_are_overwritten():
 @pytest.mark.parametrize("name", sorted(KERNELS.KERNELS))
 def test_feature_kernels_agree_with_interpreter(name):
     """Branches, shuffles, casts, unrolling, async copies, dynamic shared memory... on the GPU."""
+    from argus_verify.pipeline import run_cuda
     from argus_verify.reference import make_inputs as ref_inputs
-    from argus_verify.runtime.cuda_backend import run_cuda
     from argus_verify.runtime.interp import run as interp_run
 
     src, consts, shapes = KERNELS.KERNELS[name]

@@ -1,5 +1,5 @@
-"""A small PTX simulator for the subset `lowering.ptx` emits, so tests can *execute* the generated
-PTX text on the CPU and compare it with the interpreter.
+"""A small PTX simulator for the subset `argus_verify.lowering` emits, so tests can *execute* the
+generated PTX text on the CPU and compare it with the interpreter.
 
 It is deliberately literal: registers hold raw bit patterns (a `.f32` register used by `shfl.b32`
 or `mov.b32` keeps its bits), every instruction is decoded from the text, integer arithmetic wraps
@@ -9,9 +9,16 @@ memory starts as 0xFF bytes (NaN), `cp.async` data lands in shared memory only a
 `cp.async.wait_group` that retires its group, `shfl.sync` requires all 32 lanes of the warp at the
 same instruction, and `bar.sync` requires every live thread of the block.
 
+Where the semantics table (`argus_verify.semantics`) states what a PTX instruction computes, the
+simulator reads it from there: approximate instructions (`ex2.approx`, `lg2.approx`, ...) compute
+`semantics.ptx_sim_functions()` exactly in their float type, so a math function added to the table
+with a new instruction runs here unchanged; conversions round as `semantics.round_to`; setp's
+comparisons are the table's comparison operators; a shuffle must use a mode and clamp the table
+lists. The rest follows the PTX ISA (truncating integer division, `max.f32` ignoring a NaN operand,
+the shfl.sync lane rule); `fma.rn.f32` is computed in float64 then rounded.
+
 Threads run one at a time until they reach a synchronising instruction; not fast (~1 µs per
-instruction and thread), so use small grids. Approximate instructions (`ex2.approx`, `lg2.approx`,
-`rsqrt.approx`) are computed exactly in float32; `fma.rn.f32` is computed in float64 then rounded.
+instruction and thread), so use small grids.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from argus_verify import ir, semantics
+
 __all__ = ["PtxSimError", "run_lowered", "simulate"]
 
 
@@ -30,7 +39,6 @@ class PtxSimError(RuntimeError):
     pass
 
 
-_F16 = np.float16
 _U32 = 0xFFFFFFFF
 
 
@@ -60,11 +68,13 @@ def _bits64(x: float) -> int:
     return struct.unpack("<Q", struct.pack("<d", float(x)))[0]
 
 
-def _bf16_bits(x: np.float32) -> int:
-    b = _bits32(x)
-    if math.isnan(float(x)):
-        return 0x7FC0
-    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
+def _bf16_bits(x) -> np.ndarray:
+    """bf16 bit patterns of float values, rounded as `cvt.rn.bf16.f32` (the table's rounding)."""
+    return (np.asarray(semantics.round_to(x, "bf16")).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _f16_bits(x) -> int:
+    return int(np.asarray(semantics.round_to(x, "f16")).view(np.uint16))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,6 +108,11 @@ def _split_args(s: str) -> list:
     return out
 
 
+def _reg_list(operand: str) -> list:
+    """`{%r1, %r2}` -> ["%r1", "%r2"]; a single register -> [it]."""
+    return [x.strip() for x in operand[1:-1].split(",")] if operand.startswith("{") else [operand]
+
+
 class Program:
     def __init__(self, ptx: str, entry: str | None = None):
         lines = [ln.split("//")[0].strip() for ln in ptx.splitlines()]
@@ -114,6 +129,14 @@ class Program:
             if p:
                 _, ty, name = p.split()
                 self.params.append((name, ty))
+        self._parse_shared(text)
+        self._parse_code(text[text.index("{", m.end()) + 1: text.rindex("}")])
+        # what the table says the approximate instructions compute (read per program, so a table
+        # entry added at run time, as the tests do, is seen)
+        self.approx = semantics.ptx_sim_functions()
+        self.shuffles = {(m.ptx, m.clamp) for m in semantics.SHUFFLE_MODES.values()}
+
+    def _parse_shared(self, text: str) -> None:
         self.shared = {}  # symbol -> (offset, size)
         self.dynamic = None
         off = 0
@@ -126,7 +149,8 @@ class Program:
             self.shared[name] = (off, int(size))
             off += int(size)
         self.static_bytes = off
-        body = text[text.index("{", m.end()) + 1: text.rindex("}")]
+
+    def _parse_code(self, body: str) -> None:
         self.code: list[Instr] = []
         self.labels: dict[str, int] = {}
         for raw in body.split("\n"):
@@ -195,6 +219,66 @@ class Thread:
 _SIZES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "f16": 2, "bf16": 2, "u16": 2, "s16": 2, "b32": 4, "u32": 4,
           "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
 
+# the shfl.sync lane rule of the PTX ISA (no segment mask): (source lane, whether it is in range)
+# for lane l, operand b and clamp c
+_SHFL_LANE = {
+    "up": lambda lane, b, c: (lane - b, lane - b >= c),
+    "down": lambda lane, b, c: (lane + b, lane + b <= c),
+    "bfly": lambda lane, b, c: (lane ^ b, lane ^ b <= c),
+    "idx": lambda lane, b, c: (b, b <= c),
+}
+
+# setp's comparisons, as the table's comparison operators compute them
+_SETP = {o.ptx: o.ref for o in semantics.INT_OPS.values() if o.compare}
+
+
+def shfl_source(mode: str, lane: int, b: int, c: int) -> int:
+    """The lane that `lane` reads in `shfl.sync.<mode>` with operands b and c (itself when out of
+    range)."""
+    j, ok = _SHFL_LANE[mode](lane, b & 31, c & 31)
+    return j if ok and 0 <= j < 32 else lane
+
+
+def _wrap_div(name: str, x: int, y: int, text: str) -> int:
+    if y == 0:
+        raise PtxSimError(f"integer division by zero: {text}")
+    q = abs(x) // abs(y)
+    q = q if (x >= 0) == (y >= 0) else -q
+    return q if name == "div" else x - q * y
+
+
+# integer instructions on operand values (sign-extended for .s types)
+_INT_OPS = {
+    "add": lambda a: a[0] + a[1], "sub": lambda a: a[0] - a[1], "mul": lambda a: a[0] * a[1],
+    "min": lambda a: min(a[0], a[1]), "max": lambda a: max(a[0], a[1]), "neg": lambda a: -a[0],
+    "abs": lambda a: abs(a[0]),
+}
+_BIT_OPS = {
+    "and": lambda a: a[0] & a[1], "or": lambda a: a[0] | a[1], "xor": lambda a: a[0] ^ a[1],
+    "not": lambda a: ~a[0],
+}
+
+
+def _f64_div(x, y):
+    return x / y if y else math.copysign(math.inf, x) * math.copysign(1, y)
+
+
+# float instructions of the PTX ISA that are exact in their type (.rn rounding)
+_F32_OPS = {
+    "add": lambda x: x[0] + x[1], "sub": lambda x: x[0] - x[1], "mul": lambda x: x[0] * x[1],
+    "div": lambda x: x[0] / x[1], "max": lambda x: np.fmax(x[0], x[1]), "min": lambda x: np.fmin(x[0], x[1]),
+    "neg": lambda x: -x[0], "abs": lambda x: np.abs(x[0]), "sqrt": lambda x: np.sqrt(x[0]),
+    "rcp": lambda x: np.float32(1.0) / x[0],
+    "fma": lambda x: np.float32(np.float64(x[0]) * np.float64(x[1]) + np.float64(x[2])),
+}
+_F32_OPS["mad"] = _F32_OPS["fma"]
+_F64_OPS = {
+    "add": lambda x: x[0] + x[1], "sub": lambda x: x[0] - x[1], "mul": lambda x: x[0] * x[1],
+    "div": lambda x: _f64_div(x[0], x[1]), "fma": lambda x: math.fsum([x[0] * x[1], x[2]]),
+    "max": lambda x: max(x[0], x[1]), "min": lambda x: min(x[0], x[1]), "neg": lambda x: -x[0],
+    "abs": lambda x: abs(x[0]), "sqrt": lambda x: math.sqrt(x[0]), "rcp": lambda x: 1.0 / x[0],
+}
+
 
 class Block:
     def __init__(self, prog: Program, mem: Memory, params: dict, ctaid: tuple, nctaid: tuple, ntid: int,
@@ -222,11 +306,9 @@ class Block:
             if sp is not None:
                 return sp
             raise PtxSimError(f"thread {th.tid}: read of undefined register {a} at {self.p.code[th.pc].text!r}")
-        if a.startswith("0f"):
+        if a.startswith(("0f", "0d")):
             return int(a[2:], 16)
-        if a.startswith("0d"):
-            return int(a[2:], 16)
-        if a.startswith("0x") or a.startswith("-0x"):
+        if a.startswith(("0x", "-0x")):
             return int(a, 16)
         if re.fullmatch(r"-?\d+", a):
             return int(a)
@@ -250,7 +332,8 @@ class Block:
             return th.tid % 32
         return None
 
-    def addr(self, th: Thread, a: str) -> int:
+    def addr(self, th: Thread, a: str):
+        """A byte address, or ("param", name) for a parameter."""
         inner = a.strip()[1:-1].strip()
         m = re.fullmatch(r"(%?\w+)\s*(?:\+\s*(-?\d+))?", inner)
         if not m:
@@ -264,40 +347,46 @@ class Block:
     def set(self, th: Thread, d: str, v: int, width: int) -> None:
         th.regs[d] = int(v) & ((1 << width) - 1) if width else int(v)
 
-    # -- execution -----------------------------------------------------------------------------
+    # -- scheduling ----------------------------------------------------------------------------
     def run(self) -> None:
-        live = self.threads
         while True:
             progressed = False
-            for th in live:
-                if th.done or th.wait is not None:
-                    continue
-                self.run_thread(th)
-                progressed = True
-            if all(th.done for th in live):
+            for th in self.threads:
+                if not th.done and th.wait is None:
+                    self.run_thread(th)
+                    progressed = True
+            if all(th.done for th in self.threads):
                 return
-            waiting = [th for th in live if not th.done]
-            bars = [th for th in waiting if th.wait and th.wait[0] == "bar"]
-            if bars and len(bars) == len(waiting):
-                for th in bars:
-                    th.wait = None
-                    th.pc += 1
+            waiting = [th for th in self.threads if not th.done]
+            if self._release_barrier(waiting):
                 continue
-            released = False
-            for w in range(0, self.ntid, 32):
-                lanes = self.threads[w:w + 32]
-                at = [th for th in lanes if th.wait and th.wait[0] == "shfl"]
-                if at and len(at) == len(lanes):
-                    pcs = {th.wait[1] for th in at}
-                    if len(pcs) != 1:
-                        raise PtxSimError(f"warp {w // 32}: lanes wait at different shuffles {sorted(pcs)}")
-                    self.do_shfl(lanes)
-                    released = True
-                elif at and any(th.done for th in lanes):
-                    raise PtxSimError(f"warp {w // 32}: shfl.sync with exited lanes")
-            if not released and not progressed:
+            if not self._release_shuffles() and not progressed:
                 states = sorted({str(th.wait) for th in waiting})
                 raise PtxSimError(f"block {self.ctaid}: deadlock, threads wait at {states}")
+
+    def _release_barrier(self, waiting: list) -> bool:
+        bars = [th for th in waiting if th.wait and th.wait[0] == "bar"]
+        if not bars or len(bars) != len(waiting):
+            return False
+        for th in bars:
+            th.wait = None
+            th.pc += 1
+        return True
+
+    def _release_shuffles(self) -> bool:
+        released = False
+        for w in range(0, self.ntid, 32):
+            lanes = self.threads[w:w + 32]
+            at = [th for th in lanes if th.wait and th.wait[0] == "shfl"]
+            if at and len(at) == len(lanes):
+                pcs = {th.wait[1] for th in at}
+                if len(pcs) != 1:
+                    raise PtxSimError(f"warp {w // 32}: lanes wait at different shuffles {sorted(pcs)}")
+                self.do_shfl(lanes)
+                released = True
+            elif at and any(th.done for th in lanes):
+                raise PtxSimError(f"warp {w // 32}: shfl.sync with exited lanes")
+        return released
 
     def run_thread(self, th: Thread) -> None:
         code = self.p.code
@@ -306,24 +395,17 @@ class Block:
                 raise PtxSimError("fell off the end of the kernel")
             ins = code[th.pc]
             self.steps += 1
-            if ins.pred is not None:
-                p = self.val(th, ins.pred)
-                if bool(p) == ins.neg:
-                    th.pc += 1
-                    continue
+            if ins.pred is not None and bool(self.val(th, ins.pred)) == ins.neg:
+                th.pc += 1
+                continue
             op = ins.op
-            if op.startswith("bar.sync"):
-                th.wait = ("bar", th.pc)
-                return
-            if op.startswith("shfl.sync"):
-                th.wait = ("shfl", th.pc)
+            if op.startswith(("bar.sync", "shfl.sync")):
+                th.wait = ("bar" if op.startswith("bar") else "shfl", th.pc)
                 return
             if op.startswith("bra"):
                 th.pc = self.p.labels[ins.args[0]]
                 continue
             if op == "ret":
-                if th.pending or th.groups:
-                    pass
                 th.done = True
                 return
             self.execute(th, ins)
@@ -333,86 +415,63 @@ class Block:
         ins = self.p.code[lanes[0].wait[1]]
         mode = ins.op.split(".")[2]
         d, a, b, c = ins.args[:4]
+        clamps = {self.val(th, c) for th in lanes}
+        if any((mode, clamp) not in self.p.shuffles for clamp in clamps):
+            raise PtxSimError(f"{ins.text!r}: the semantics table has no shuffle mode with this PTX mode and clamp")
         vals = [self.val(th, a) for th in lanes]
-        out = []
-        for lane, th in enumerate(lanes):
-            bb = self.val(th, b) & 31
-            cc = self.val(th, c)
-            maxlane = cc & 31
-            if mode == "up":
-                j = lane - bb
-                ok = j >= maxlane
-            elif mode == "down":
-                j = lane + bb
-                ok = j <= maxlane
-            elif mode == "bfly":
-                j = lane ^ bb
-                ok = j <= maxlane
-            else:
-                j = bb
-                ok = j <= maxlane
-            out.append(vals[j] if ok and 0 <= j < 32 else vals[lane])
+        out = [vals[shfl_source(mode, lane, self.val(th, b), self.val(th, c))] for lane, th in enumerate(lanes)]
         for th, v in zip(lanes, out, strict=True):
             self.set(th, d.split("|")[0], v, 32)
             th.wait = None
             th.pc += 1
 
+    # -- instructions --------------------------------------------------------------------------
     def execute(self, th: Thread, ins: Instr) -> None:
-        op = ins.op
-        parts = op.split(".")
-        name = parts[0]
+        parts = ins.op.split(".")
+        name, ty = parts[0], parts[-1]
+        handler = {"mov": self.mov, "ld": self.load, "st": self.store, "cvta": self.cvta, "cvt": self.cvt,
+                   "setp": self.setp, "selp": self.selp, "cp": self.cp_async}.get(name)
+        if handler is None and ty == "pred":
+            handler = self.pred_logic
+        elif handler is None and (ty in ("f32", "f64") or name == "fma"):
+            handler = self.fop
+        handler = handler or self.iop
+        handler(th, ins)
+
+    def cvta(self, th: Thread, ins: Instr) -> None:
+        self.set(th, ins.args[0], self.val(th, ins.args[1]), 64)
+
+    def selp(self, th: Thread, ins: Instr) -> None:
         a = ins.args
-        ty = parts[-1]
-        if name == "mov":
-            self.mov(th, ins)
-        elif name == "ld":
-            self.load(th, ins)
-        elif name == "st":
-            self.store(th, ins)
-        elif name == "cvta":
-            self.set(th, a[0], self.val(th, a[1]), 64)
-        elif name == "cvt":
-            self.cvt(th, ins)
-        elif name == "setp":
-            self.setp(th, ins)
-        elif name == "selp":
-            w = _SIZES[ty] * 8
-            v = self.val(th, a[1]) if self.val(th, a[3]) else self.val(th, a[2])
-            self.set(th, a[0], v, w)
-        elif name in ("and", "or", "xor", "not") and ty == "pred":
-            x = [bool(self.val(th, r)) for r in a[1:]]
-            r = {"and": lambda: x[0] and x[1], "or": lambda: x[0] or x[1], "xor": lambda: x[0] != x[1],
-                 "not": lambda: not x[0]}[name]()
-            self.set(th, a[0], int(r), 1)
-        elif name == "cp":
-            self.cp_async(th, ins)
-        elif ty in ("f32", "f64") or name == "fma":
-            self.fop(th, ins)
-        else:
-            self.iop(th, ins)
+        v = self.val(th, a[1]) if self.val(th, a[3]) else self.val(th, a[2])
+        self.set(th, a[0], v, _SIZES[ins.op.split(".")[-1]] * 8)
+
+    def pred_logic(self, th: Thread, ins: Instr) -> None:
+        x = [bool(self.val(th, r)) for r in ins.args[1:]]
+        name = ins.op.split(".")[0]
+        r = {"and": lambda: x[0] and x[1], "or": lambda: x[0] or x[1], "xor": lambda: x[0] != x[1],
+             "not": lambda: not x[0]}[name]()
+        self.set(th, ins.args[0], int(r), 1)
 
     def mov(self, th: Thread, ins: Instr) -> None:
         d, s = ins.args
         ty = ins.op.split(".")[-1]
+        width = 1 if ty == "pred" else _SIZES[ty] * 8
         if d.startswith("{"):  # unpack
-            parts = [x.strip() for x in d[1:-1].split(",")]
+            parts = _reg_list(d)
             v = self.val(th, s)
-            w = _SIZES[ty] * 8 // len(parts)
+            w = width // len(parts)
             for i, r in enumerate(parts):
                 self.set(th, r, v >> (i * w), w)
-            return
-        if s.startswith("{"):  # pack
-            parts = [x.strip() for x in s[1:-1].split(",")]
-            w = _SIZES[ty] * 8 // len(parts)
+        elif s.startswith("{"):  # pack
+            parts = _reg_list(s)
+            w = width // len(parts)
             v = 0
             for i, r in enumerate(parts):
                 v |= (self.val(th, r) & ((1 << w) - 1)) << (i * w)
-            self.set(th, d, v, _SIZES[ty] * 8)
-            return
-        if ty == "pred":
-            self.set(th, d, self.val(th, s), 1)
-            return
-        self.set(th, d, self.val(th, s), _SIZES[ty] * 8)
+            self.set(th, d, v, width)
+        else:
+            self.set(th, d, self.val(th, s), width)
 
     def _space(self, op: str) -> str:
         for sp in ("global", "shared", "param"):
@@ -434,23 +493,20 @@ class Block:
     def _write(self, space, addr, raw: bytes) -> None:
         if space == "global":
             self.mem.write(addr, raw)
-        else:
-            if addr < 0 or addr + len(raw) > len(self.smem):
-                raise PtxSimError(f"shared store at {addr} of {len(raw)} bytes outside {len(self.smem)}")
-            self.smem[addr:addr + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+            return
+        if addr < 0 or addr + len(raw) > len(self.smem):
+            raise PtxSimError(f"shared store at {addr} of {len(raw)} bytes outside {len(self.smem)}")
+        self.smem[addr:addr + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
 
     def load(self, th: Thread, ins: Instr) -> None:
-        op = ins.op
-        parts = op.split(".")
-        ty = parts[-1]
-        size = _SIZES[ty]
-        space = self._space(op)
+        size = _SIZES[ins.op.split(".")[-1]]
+        space = self._space(ins.op)
         d, src = ins.args
         addr = self.addr(th, src)
         if space == "param":
             self.set(th, d, self.params[addr[1]], size * 8)
             return
-        regs = [x.strip() for x in d[1:-1].split(",")] if d.startswith("{") else [d]
+        regs = _reg_list(d)
         total = size * len(regs)
         if space == "global" and addr % total:
             raise PtxSimError(f"misaligned {total}-byte global load at {addr:#x}: {ins.text}")
@@ -459,13 +515,11 @@ class Block:
             self.set(th, r, int.from_bytes(raw[i * size:(i + 1) * size], "little"), size * 8)
 
     def store(self, th: Thread, ins: Instr) -> None:
-        op = ins.op
-        ty = op.split(".")[-1]
-        size = _SIZES[ty]
-        space = self._space(op)
+        size = _SIZES[ins.op.split(".")[-1]]
+        space = self._space(ins.op)
         dst, s = ins.args
         addr = self.addr(th, dst)
-        regs = [x.strip() for x in s[1:-1].split(",")] if s.startswith("{") else [s]
+        regs = _reg_list(s)
         if space == "global" and addr % (size * len(regs)):
             raise PtxSimError(f"misaligned global store at {addr:#x}: {ins.text}")
         raw = b"".join((self.val(th, r) & ((1 << (8 * size)) - 1)).to_bytes(size, "little") for r in regs)
@@ -476,20 +530,22 @@ class Block:
         if op == "cp.async.commit_group":
             th.groups.append(th.pending)
             th.pending = []
-            return
-        if op == "cp.async.wait_group":
-            n = self.val(th, ins.args[0])
-            while len(th.groups) > n:
-                for daddr, raw in th.groups.pop(0):
-                    self._write("shared", daddr, raw)
-            return
-        if op == "cp.async.wait_all":
+        elif op == "cp.async.wait_group":
+            self._retire(th, self.val(th, ins.args[0]))
+        elif op == "cp.async.wait_all":
             th.groups.append(th.pending)
             th.pending = []
-            while th.groups:
-                for daddr, raw in th.groups.pop(0):
-                    self._write("shared", daddr, raw)
-            return
+            self._retire(th, 0)
+        else:
+            self._issue_copy(th, ins)
+
+    def _retire(self, th: Thread, pending: int) -> None:
+        """Land the oldest committed groups until at most `pending` remain."""
+        while len(th.groups) > pending:
+            for daddr, raw in th.groups.pop(0):
+                self._write("shared", daddr, raw)
+
+    def _issue_copy(self, th: Thread, ins: Instr) -> None:
         dst, src, size = ins.args[:3]
         size = self.val(th, size)
         src_size = self.val(th, ins.args[3]) if len(ins.args) > 3 else size
@@ -512,8 +568,7 @@ class Block:
             a, b = _s64(a), _s64(b)
         elif ty == "f32":
             a, b = float(_f32(a)), float(_f32(b))
-        r = {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b, "eq": a == b, "ne": a != b}[cmp]
-        self.set(th, d, int(r), 1)
+        self.set(th, d, int(_SETP[cmp](a, b)), 1)
 
     def iop(self, th: Thread, ins: Instr) -> None:
         parts = ins.op.split(".")
@@ -526,40 +581,19 @@ class Block:
 
         def v(x, width=inw):
             r = self.val(th, x) & ((1 << width) - 1)
-            if signed and r >> (width - 1):
-                r -= 1 << width
-            return r
+            return r - (1 << width) if signed and r >> (width - 1) else r
 
-        if name == "add":
-            r = v(a[1]) + v(a[2])
-        elif name == "sub":
-            r = v(a[1]) - v(a[2])
-        elif name == "mul":
-            r = v(a[1]) * v(a[2])
+        if name in _INT_OPS:
+            r = _INT_OPS[name]([v(x) for x in a[1:]])
+        elif name in _BIT_OPS:
+            r = _BIT_OPS[name]([self.val(th, x) for x in a[1:]])
         elif name == "mad":
             r = v(a[1]) * v(a[2]) + (v(a[3], 64) if wide else v(a[3]))
         elif name in ("div", "rem"):
-            x, y = v(a[1]), v(a[2])
-            if y == 0:
-                raise PtxSimError(f"integer division by zero: {ins.text}")
-            q = abs(x) // abs(y)
-            q = q if (x >= 0) == (y >= 0) else -q
-            r = q if name == "div" else x - q * y
-        elif name == "shr":
-            r = v(a[1]) >> (self.val(th, a[2]) & 0xFF)
-        elif name == "shl":
-            r = v(a[1]) << (self.val(th, a[2]) & 0xFF)
-        elif name in ("and", "or", "xor"):
-            x, y = self.val(th, a[1]), self.val(th, a[2])
-            r = {"and": x & y, "or": x | y, "xor": x ^ y}[name]
-        elif name == "not":
-            r = ~self.val(th, a[1])
-        elif name in ("min", "max"):
-            r = (min if name == "min" else max)(v(a[1]), v(a[2]))
-        elif name == "neg":
-            r = -v(a[1])
-        elif name == "abs":
-            r = abs(v(a[1]))
+            r = _wrap_div(name, v(a[1]), v(a[2]), ins.text)
+        elif name in ("shr", "shl"):
+            amount = self.val(th, a[2]) & 0xFF
+            r = v(a[1]) >> amount if name == "shr" else v(a[1]) << amount
         else:
             raise PtxSimError(f"unsupported instruction {ins.text!r}")
         self.set(th, a[0], r, w)
@@ -567,92 +601,67 @@ class Block:
     def fop(self, th: Thread, ins: Instr) -> None:
         parts = ins.op.split(".")
         name, ty = parts[0], parts[-1]
-        a = ins.args
+        approx = self.p.approx.get(ins.op)
         if ty == "f64":
-            x = [_f64(self.val(th, r)) for r in a[1:]]
-            f = {"add": lambda: x[0] + x[1], "sub": lambda: x[0] - x[1], "mul": lambda: x[0] * x[1],
-                 "div": lambda: x[0] / x[1] if x[1] else math.copysign(math.inf, x[0]) * math.copysign(1, x[1]),
-                 "fma": lambda: math.fsum([x[0] * x[1], x[2]]), "max": lambda: max(x[0], x[1]),
-                 "min": lambda: min(x[0], x[1]), "neg": lambda: -x[0], "abs": lambda: abs(x[0]),
-                 "sqrt": lambda: math.sqrt(x[0]), "rcp": lambda: 1.0 / x[0]}[name]
-            self.set(th, a[0], _bits64(f()), 64)
-            return
-        x = [_f32(self.val(th, r)) for r in a[1:]]
-        with np.errstate(all="ignore"):
-            if name == "add":
-                r = x[0] + x[1]
-            elif name == "sub":
-                r = x[0] - x[1]
-            elif name == "mul":
-                r = x[0] * x[1]
-            elif name == "div":
-                r = x[0] / x[1]
-            elif name in ("fma", "mad"):
-                r = np.float32(np.float64(x[0]) * np.float64(x[1]) + np.float64(x[2]))
-            elif name == "max":
-                r = np.fmax(x[0], x[1])
-            elif name == "min":
-                r = np.fmin(x[0], x[1])
-            elif name == "neg":
-                r = -x[0]
-            elif name == "abs":
-                r = np.abs(x[0])
-            elif name == "sqrt":
-                r = np.sqrt(x[0])
-            elif name == "rcp":
-                r = np.float32(1.0) / x[0]
-            elif name == "rsqrt":
-                r = np.float32(1.0) / np.sqrt(x[0])
-            elif name == "ex2":
-                r = np.exp2(x[0])
-            elif name == "lg2":
-                r = np.log2(x[0])
-            else:
+            x = [_f64(self.val(th, r)) for r in ins.args[1:]]
+            f = approx or _F64_OPS.get(name)
+            if f is None:
                 raise PtxSimError(f"unsupported instruction {ins.text!r}")
-        self.set(th, a[0], _bits32(np.float32(r)), 32)
+            self.set(th, ins.args[0], _bits64(f(*x) if approx else f(x)), 64)
+            return
+        x = [_f32(self.val(th, r)) for r in ins.args[1:]]
+        f = approx or _F32_OPS.get(name)
+        if f is None:
+            raise PtxSimError(f"unsupported instruction {ins.text!r}")
+        with np.errstate(all="ignore"):
+            r = f(*x) if approx else f(x)
+        self.set(th, ins.args[0], _bits32(np.float32(r)), 32)
 
     def cvt(self, th: Thread, ins: Instr) -> None:
         parts = ins.op.split(".")
         mods = parts[1:-2]
         dt, st = parts[-2], parts[-1]
         d, s = ins.args
-        raw = self.val(th, s)
-        # source value as a Python number / numpy scalar
-        if st == "f32":
-            x = _f32(raw)
-        elif st == "f64":
-            x = _f64(raw)
-        elif st == "f16":
-            x = np.array(raw & 0xFFFF, dtype=np.uint16).view(_F16)[()]
-        elif st == "bf16":
-            x = _f32((raw & 0xFFFF) << 16)
-        elif st in ("s32", "u32", "s64", "u64", "s16", "u16"):
-            bits = _SIZES[st] * 8
-            x = raw & ((1 << bits) - 1)
-            if st.startswith("s") and x >> (bits - 1):
-                x -= 1 << bits
-        else:
-            raise PtxSimError(f"unsupported cvt {ins.text!r}")
+        x = _cvt_source(self.val(th, s), st, ins.text)
         with np.errstate(all="ignore"):
             if dt == "f32":
                 self.set(th, d, _bits32(np.float32(x)), 32)
             elif dt == "f64":
                 self.set(th, d, _bits64(float(x)), 64)
             elif dt == "f16":
-                self.set(th, d, int(np.array(np.float32(x), dtype=_F16).view(np.uint16)), 16)
+                self.set(th, d, _f16_bits(x), 16)
             elif dt == "bf16":
-                self.set(th, d, _bf16_bits(np.float32(x)), 16)
+                self.set(th, d, int(_bf16_bits(np.float32(x))), 16)
             elif dt in ("s32", "u32", "s64", "u64"):
-                fx = float(x)
-                if "rni" in mods:
-                    v = int(np.rint(fx)) if math.isfinite(fx) else 0
-                elif "rzi" in mods:
-                    v = int(fx) if math.isfinite(fx) else 0
-                else:
-                    v = int(x)
-                self.set(th, d, v, _SIZES[dt] * 8)
+                self.set(th, d, _to_int(x, mods), _SIZES[dt] * 8)
             else:
                 raise PtxSimError(f"unsupported cvt {ins.text!r}")
+
+
+def _cvt_source(raw: int, st: str, text: str):
+    """A cvt's source register as a Python / numpy number of its type."""
+    if st == "f32":
+        return _f32(raw)
+    if st == "f64":
+        return _f64(raw)
+    if st == "f16":
+        return np.array(raw & 0xFFFF, dtype=np.uint16).view(np.float16)[()]
+    if st == "bf16":
+        return _f32((raw & 0xFFFF) << 16)
+    if st in ("s32", "u32", "s64", "u64", "s16", "u16"):
+        bits = _SIZES[st] * 8
+        x = raw & ((1 << bits) - 1)
+        return x - (1 << bits) if st.startswith("s") and x >> (bits - 1) else x
+    raise PtxSimError(f"unsupported cvt {text!r}")
+
+
+def _to_int(x, mods: list) -> int:
+    fx = float(x)
+    if "rni" in mods:
+        return int(np.rint(fx)) if math.isfinite(fx) else 0
+    if "rzi" in mods:
+        return int(fx) if math.isfinite(fx) else 0
+    return int(x)
 
 
 def simulate(ptx: str, entry: str, grid: tuple, block: int, args: Mapping, tensors: Mapping[str, np.ndarray],
@@ -665,22 +674,12 @@ def simulate(ptx: str, entry: str, grid: tuple, block: int, args: Mapping, tenso
     prog = Program(ptx, entry)
     mem = Memory()
     params = {}
-    bases = {}
-    names = {}
     for pname, ty in prog.params:
         short = pname[len(prog.entry) + len("_param_"):]
-        names[pname] = short
         if short in tensors:
-            bases[short] = mem.add(short, tensors[short])
-            params[pname] = bases[short]
+            params[pname] = mem.add(short, tensors[short])
         else:
-            v = args[short]
-            if ty == ".f32":
-                params[pname] = _bits32(np.float32(v))
-            elif ty == ".f64":
-                params[pname] = _bits64(v)
-            else:
-                params[pname] = int(v) & ((1 << (_SIZES[ty[1:]] * 8)) - 1)
+            params[pname] = _param_bits(args[short], ty)
     gx, gy, gz = (tuple(grid) + (1, 1, 1))[:3]
     ids = blocks if blocks is not None else [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
     for cid in ids:
@@ -692,32 +691,23 @@ def simulate(ptx: str, entry: str, grid: tuple, block: int, args: Mapping, tenso
     return out
 
 
+def _param_bits(value, ty: str) -> int:
+    if ty == ".f32":
+        return _bits32(np.float32(value))
+    if ty == ".f64":
+        return _bits64(value)
+    return int(value) & ((1 << (_SIZES[ty[1:]] * 8)) - 1)
+
+
 def run_lowered(lk, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int], scalars: Mapping | None = None,
                 blocks: list | None = None) -> dict:
     """Like `runtime.cuda_backend.run_cuda`, on the simulator: outputs are poisoned (0xFF bytes)
     first and returned in host format (bf16 as float32)."""
-    from argus_verify import ir
-
     kernel = lk.kernel
     scalars = dict(scalars or {})
-    shapes = {}
-    for t in kernel.tensors:
-        shapes[t.name] = tuple(d.value if isinstance(d, ir.IConst) else int(sizes[d.name]) for d in t.shape)
-    tensors = {}
-    for t in kernel.tensors:
-        if t.output:
-            dt = np.uint16 if t.dtype == "bf16" else ir.numpy_dtype(t.dtype)
-            n = int(np.prod(shapes[t.name], dtype=np.int64))
-            tensors[t.name] = np.full(n * np.dtype(dt).itemsize, 0xFF, dtype=np.uint8).view(dt).reshape(
-                shapes[t.name])
-        else:
-            a = np.asarray(inputs[t.name])
-            if t.dtype == "bf16":
-                x = np.ascontiguousarray(a, dtype=np.float32)
-                b = x.view(np.uint32).astype(np.uint64)
-                a = (((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF).astype(np.uint16)
-            tensors[t.name] = np.ascontiguousarray(a, dtype=np.uint16 if t.dtype == "bf16"
-                                                   else ir.numpy_dtype(t.dtype))
+    shapes = ir.tensor_shapes(kernel, sizes)
+    tensors = {t.name: (_poisoned(t, shapes[t.name]) if t.output else _device_input(t, inputs[t.name]))
+               for t in kernel.tensors}
     args = {**{k: int(v) for k, v in sizes.items()}, **scalars}
     res = simulate(lk.ptx, lk.entry, lk.grid(sizes, scalars), lk.block, args, tensors,
                    lk.dynamic_shared_bytes, blocks)
@@ -726,3 +716,19 @@ def run_lowered(lk, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int], 
         v = res[t.name]
         out[t.name] = (v.astype(np.uint32) << 16).view(np.float32) if t.dtype == "bf16" else v
     return out
+
+
+def _device_dtype(dtype: str):
+    return np.uint16 if dtype == "bf16" else ir.numpy_dtype(dtype)
+
+
+def _poisoned(t, shape: tuple) -> np.ndarray:
+    dt = _device_dtype(t.dtype)
+    n = int(np.prod(shape, dtype=np.int64))
+    return np.full(n * np.dtype(dt).itemsize, 0xFF, dtype=np.uint8).view(dt).reshape(shape)
+
+
+def _device_input(t, a) -> np.ndarray:
+    if t.dtype == "bf16":
+        return np.ascontiguousarray(_bf16_bits(np.ascontiguousarray(a, dtype=np.float32)))
+    return np.ascontiguousarray(a, dtype=_device_dtype(t.dtype))

@@ -1,0 +1,270 @@
+"""Every builtin of the Argus language, declared once.
+
+A declaration states a builtin's name, its arguments (positional ones, then keyword-only ones with
+their defaults), what it produces, its type rule in words and a one-line help text. The front end
+checks arity and keywords against it and finds each builtin's handler through this table
+(tests/test_frontend_builtins.py fails when a declaration has no handler or a handler no
+declaration); docs/language.md lists every name declared here.
+
+Elementwise math functions, reductions and shuffles are declared from the semantics table, so an
+entry added there (say `tanh` in `FLOAT_UNARY`) is a builtin `tanh(x)` without any other change.
+
+This module is core: it imports no stage.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from argus_verify import ir
+from argus_verify.semantics import FLOAT_UNARY, REDUCE_OPS, SHUFFLE_MODES
+
+REQUIRED = object()  # the default of an argument that must be given
+
+# what a builtin produces
+FRAGMENT = "fragment"  # a tile distributed over the block's threads
+STATEMENT = "statement"  # nothing: it acts (memory, synchronisation)
+LAUNCH = "launch"  # nothing: it configures the kernel (top level only)
+LAYOUT = "layout"  # a compile-time layout or swizzle
+INTEGER = "integer"  # an integer expression
+FRAGMENT_OR_INTEGER = "fragment or integer"  # whichever its operands are
+ALLOCATION = "allocation"  # a shared-memory allocation
+LOOP = "loop"  # the iteration space of a `for` loop
+FLOAT = "float"  # a floating-point constant
+PRODUCES = (FRAGMENT, STATEMENT, LAUNCH, LAYOUT, INTEGER, FRAGMENT_OR_INTEGER, ALLOCATION, LOOP, FLOAT)
+
+# how a builtin is written
+CALL = "call"  # name(args)
+COMPONENT = "component"  # name(x)[k], in assertions
+VALUE = "value"  # a bare name (thread_id, block_id.x, inf)
+FORMS = (CALL, COMPONENT, VALUE)
+
+TENSOR_CORES_PENDING = "it comes with the tensor-core (mma.sync) support"
+
+
+@attrs.frozen
+class Param:
+    """One argument. `shown`: how the default reads in the signature (`tv=L`); `choices`: the bare
+    words the argument takes (`scope=warp`), if it takes words; `what`: what a required keyword
+    argument is, for the error that says it is missing."""
+
+    name: str
+    default: object = REQUIRED
+    shown: str | None = None
+    choices: tuple = ()
+    what: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def text(self, keyword: bool) -> str:
+        if not keyword:
+            return self.name if self.required else f"{self.name}={self._default_text()}"
+        return f"{self.name}={self._default_text()}"
+
+    def _default_text(self) -> str:
+        if self.shown is not None:
+            return self.shown
+        return self.name.upper() if self.required else str(self.default)
+
+
+@attrs.frozen
+class Builtin:
+    """A builtin. `variadic`: a trailing run of positional arguments (name stem, fewest allowed),
+    e.g. reshape's new dimensions; `usage`: the signature where the arguments are irregular
+    (range); `pending`: why the front end refuses it for now."""
+
+    name: str
+    family: str
+    produces: str
+    doc: str
+    rule: str
+    positional: tuple = ()
+    keywords: tuple = ()
+    variadic: tuple | None = None
+    form: str = CALL
+    usage: str | None = None
+    pending: str | None = None
+
+    @property
+    def min_positional(self) -> int:
+        return sum(p.required for p in self.positional) + (self.variadic[1] if self.variadic else 0)
+
+    @property
+    def max_positional(self) -> float:
+        return float("inf") if self.variadic else len(self.positional)
+
+    def keyword(self, name: str) -> Param | None:
+        return next((p for p in self.keywords if p.name == name), None)
+
+    @property
+    def signature(self) -> str:
+        if self.usage is not None:
+            return self.usage
+        if self.form == VALUE:
+            return self.name
+        args = [p.text(keyword=False) for p in self.positional]
+        if self.variadic:
+            stem, _ = self.variadic
+            args += [f"{stem}0", f"{stem}1", "..."]
+        args += [p.text(keyword=True) for p in self.keywords]
+        call = f"{self.name}({', '.join(args)})"
+        return call + "[k]" if self.form == COMPONENT else call
+
+    @property
+    def help(self) -> str:
+        return f"{self.signature}: {self.doc}"
+
+
+def _p(name: str, default: object = REQUIRED, shown: str | None = None, choices: tuple = (), what: str = "") -> Param:
+    return Param(name, default, shown, choices, what)
+
+
+_TV = _p("tv", shown="L", what="a thread-value layout such as (256, 4):(4, 1)")
+
+_KERNEL = (
+    Builtin("grid", "kernel", LAUNCH, "the launch grid: blocks along x, y and z",
+            "extents are integer expressions of sizes, integer parameters and constants",
+            (_p("x"), _p("y", 1), _p("z", 1))),
+    Builtin("block", "kernel", LAUNCH, "the number of threads of a block",
+            "a constant multiple of 32 between 32 and 1024", (_p("threads"),)),
+    Builtin("policy", "kernel", LAUNCH, "code-generation choices; they never change the meaning",
+            "min_blocks_per_sm in 1..32, maxnreg in 1..255 (constants), prefetch True or False",
+            keywords=(_p("min_blocks_per_sm", None), _p("maxnreg", None), _p("prefetch", False))),
+)
+
+_MEMORY = (
+    Builtin("load", "memory", FRAGMENT, "thread t, value v reads view element coords(t, v)",
+            "a view of a tensor or shared allocation and a tv layout over its tile; the fragment has the "
+            "view's dtype; mask= (global views only) reads `other` outside the tensor; vec= elements per access",
+            (_p("view"),), (_TV, _p("mask", False), _p("other", 0.0), _p("vec", None))),
+    Builtin("store", "memory", STATEMENT, "every (t, v) whose thread satisfies `where` writes its value",
+            "a view of an output tensor or shared allocation and a fragment of the same dtype and tile",
+            (_p("view"), _p("frag")), (_p("mask", False), _p("where", None))),
+    Builtin("zeros", "memory", FRAGMENT, "a fragment of zeros",
+            "a tile type such as f32[64, 64] and a tv layout over that tile", (_p("tile"),), (_TV,)),
+    Builtin("full", "memory", FRAGMENT, "a fragment holding one constant",
+            "a tile type, a constant value and a tv layout over the tile", (_p("tile"), _p("value")), (_TV,)),
+    Builtin("shared", "memory", ALLOCATION, "a shared-memory allocation",
+            "a tile type; layout= maps each coordinate to a non-negative offset (default row-major), "
+            "at most 227 KB", (_p("tile"),), (_p("layout", None, shown="row_major"),)),
+    Builtin("copy_async", "memory", STATEMENT, "cp.async from a global view into a shared view",
+            "views of equal dtype and tile; vec= elements (4, 8 or 16 bytes) per copy; the data lands when "
+            "a later wait() retires its group", (_p("dst"), _p("src")),
+            (_TV, _p("mask", False), _p("vec", None))),
+    Builtin("commit", "memory", STATEMENT, "closes the current group of async copies", "no arguments"),
+    Builtin("wait", "memory", STATEMENT, "waits until at most n committed groups are in flight",
+            "n is a non-negative constant", (_p("n", 0),)),
+    Builtin("barrier", "memory", STATEMENT, "bar.sync 0: every thread of the block meets here",
+            "no arguments; inside an if, the condition must be the same for the whole block"),
+    Builtin("ldmatrix", "memory", FRAGMENT, "warp-level 8x8 matrix loads from shared memory",
+            "a shared view of 16-bit elements and a count x1, x2 or x4", (_p("view"), _p("count", choices=(
+                "x1", "x2", "x4"))), (_p("trans", False),), pending=TENSOR_CORES_PENDING),
+)
+
+# every unary entry of the table is a function (`neg(x)` is also written `-x`)
+_UNARY = tuple(
+    Builtin(name, "compute", FRAGMENT, entry.doc, "a floating-point fragment; the result has its layout",
+            (_p("x"),))
+    for name, entry in FLOAT_UNARY.items()
+)
+
+_REDUCE = tuple(
+    Builtin(f"reduce_{name}", "compute", FRAGMENT, f"the {entry.doc} of the values whose coordinates agree on "
+            "every axis but `axis`",
+            "a fragment and a constant axis; scope=warp also combines the lanes whose ids differ in the bits "
+            "of lanes= (a mask in 1..31); the result's coordinate on `axis` is 0",
+            (_p("x"),), (_p("axis", shown="k", what="the tile axis to reduce"),
+                         _p("scope", "thread", shown="thread", choices=("thread", "warp")), _p("lanes", 0)))
+    for name, entry in REDUCE_OPS.items()
+)
+
+_COMPUTE = (
+    *_UNARY,
+    *_REDUCE,
+    Builtin("cast", "compute", FRAGMENT, "elementwise conversion, rounding to nearest even",
+            "a fragment and a dtype; the result has the fragment's layout", (_p("x"), _p("dtype"))),
+    Builtin("min", "compute", FRAGMENT_OR_INTEGER, "elementwise minimum of fragments, or of integers",
+            "two integers, or operands of which at least one is a fragment (as for `+`)", (_p("a"), _p("b"))),
+    Builtin("max", "compute", FRAGMENT_OR_INTEGER, "elementwise maximum of fragments, or of integers",
+            "two integers, or operands of which at least one is a fragment (as for `+`)", (_p("a"), _p("b"))),
+    Builtin("mma", "compute", FRAGMENT, "c + a @ b on tiles a [M, K], b [K, N], c [M, N]",
+            "three 2-D fragments, a and b of one dtype; with atom=fma every thread holds the rows of a and "
+            "columns of b its c values need; the result has c's layout",
+            (_p("a"), _p("b"), _p("c")), (_p("atom", "fma", shown="fma", choices=tuple(ir.MMA_ATOMS)),)),
+    Builtin("transpose", "compute", FRAGMENT, "the same registers with row and column swapped",
+            "a 2-D fragment; no data moves", (_p("x"),)),
+    Builtin("reshape", "compute", FRAGMENT, "the same registers relabelled over a new tile shape",
+            "a fragment and constant dimensions with the same number of elements; no data moves",
+            (_p("x"),), variadic=("d", 1)),
+    Builtin("cdiv", "integer", INTEGER, "ceiling division", "two integers", (_p("a"), _p("b"))),
+)
+
+_WARP = tuple(
+    Builtin(f"shfl_{name}", "warp", FRAGMENT, f"warp shuffle of every value; lane l reads {entry.doc}",
+            "a fragment of 32-bit values and an integer argument (a constant one must be in 0..31)",
+            (_p("x"), _p("arg")))
+    for name, entry in SHUFFLE_MODES.items()
+)
+
+_LAYOUT = (
+    Builtin("Swizzle", "layout", LAYOUT, "xor of bits [M+S, M+S+B) into bits [M, M+B) of an offset",
+            "constants B, M >= 0 and |S| >= B; compose it with a layout: Swizzle(3, 3, 3) o (8, 64):(64, 1)",
+            (_p("B"), _p("M"), _p("S"))),
+    Builtin("row_major", "layout", LAYOUT, "the row-major layout of a shape", "constant dimensions",
+            variadic=("d", 1)),
+    Builtin("col_major", "layout", LAYOUT, "the column-major layout of a shape", "constant dimensions",
+            variadic=("d", 1)),
+)
+
+_CONTROL = (
+    Builtin("range", "control", LOOP, "the iteration space of a for loop",
+            "integer bounds the same for every thread of the block, a positive constant step; unroll= a "
+            "constant >= 1", (_p("start"), _p("stop", None), _p("step", 1)), (_p("unroll", None),),
+            usage="range([start,] stop[, step], unroll=None)"),
+    Builtin("tag", "assertion", INTEGER, "component k of the tag of fragment x's value",
+            "assertions only; x is a fragment and k a constant", (_p("x"),), form=COMPONENT),
+    Builtin("coord", "assertion", INTEGER, "coordinate k of fragment x's value in its tile",
+            "assertions only; x is a fragment and k a constant axis", (_p("x"),), form=COMPONENT),
+)
+
+_VALUES = (
+    Builtin("thread_id", "kernel", INTEGER, "the thread's index in its block", "differs between threads",
+            form=VALUE),
+    Builtin("warp_id", "kernel", INTEGER, "thread_id // 32", "differs between threads", form=VALUE),
+    Builtin("lane_id", "kernel", INTEGER, "thread_id % 32", "differs between threads", form=VALUE),
+    Builtin("block_id", "kernel", INTEGER, "the block's index in the grid (.x, .y, .z)",
+            "the same for every thread of a block", form=VALUE, usage="block_id.x"),
+    Builtin("num_blocks", "kernel", INTEGER, "the grid's extents (.x, .y, .z)", "the same for every thread",
+            form=VALUE, usage="num_blocks.x"),
+    Builtin("inf", "constant", FLOAT, "positive infinity (-inf: negative)", "a floating-point constant",
+            form=VALUE),
+    Builtin("nan", "constant", FLOAT, "not a number", "a floating-point constant", form=VALUE),
+)
+
+BUILTINS: dict[str, Builtin] = {b.name: b for b in (*_KERNEL, *_MEMORY, *_COMPUTE, *_WARP, *_LAYOUT, *_CONTROL,
+                                                   *_VALUES)}
+
+# mma atoms the front end refuses for now, and why
+PENDING_MMA_ATOMS = {atom: TENSOR_CORES_PENDING for atom in ir.MMA_ATOMS if atom != "fma"}
+
+# the bare words some arguments take (scope=warp, atom=fma, x4): names only in those positions
+BARE_WORDS = frozenset(w for b in BUILTINS.values() for p in (*b.positional, *b.keywords) for w in p.choices)
+
+
+def unary_op(name: str) -> str | None:
+    """The semantics table's elementwise operator a builtin applies, if it is one."""
+    return name if name in FLOAT_UNARY and name in BUILTINS else None
+
+
+def reduce_op(name: str) -> str | None:
+    """The reduction of a `reduce_<op>` builtin."""
+    op = name.removeprefix("reduce_")
+    return op if name.startswith("reduce_") and op in REDUCE_OPS else None
+
+
+def shuffle_mode(name: str) -> str | None:
+    """The lane rule of a `shfl_<mode>` builtin."""
+    mode = name.removeprefix("shfl_")
+    return mode if name.startswith("shfl_") and mode in SHUFFLE_MODES else None

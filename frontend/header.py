@@ -1,0 +1,238 @@
+"""The kernel header: signature and compile-time parameters, the launch (grid, block, policy),
+requirements, tags, and the launch's built-in values (thread_id, block_id.x, ...)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from lark import Tree
+
+from argus_verify import ir
+from argus_verify.diagnostics import ArgusTypeError
+from argus_verify.frontend.arguments import CallSite, call_site
+from argus_verify.frontend.values import RESERVED, FloatVal, IntVal
+from argus_verify.instructions import BUILTINS, LAUNCH
+
+if TYPE_CHECKING:
+    from argus_verify.frontend.builder import KernelBuilder
+
+
+def declare(b: KernelBuilder):
+    """Read the signature; returns the kernel's name token and its body."""
+    children = list(b.tree.children)
+    if len(children) == 5:
+        children.insert(1, None)  # `const_params?` leaves no placeholder when there is no <...>
+    name_tok, const_params, params, _arrow, outputs, suite = children
+    b.kname = str(name_tok)
+    if const_params is not None:
+        for cp in const_params.children:
+            _const_param(b, *cp.children)
+    unknown = sorted(set(b.overrides) - set(b.consts))
+    if unknown:
+        known = ", ".join(b.consts) or "none"
+        raise ArgusTypeError(f"kernel '{b.kname}' has no compile-time parameter '{unknown[0]}' (it has: {known})",
+                             b.sp(name_tok))
+    for p in params.children if params is not None else ():
+        _param(b, p, output=False)
+    if outputs is not None:
+        plist = outputs.children[0].children if outputs.children[0].data == "params" else outputs.children
+        for p in plist:
+            _param(b, p, output=True)
+    return name_tok, suite
+
+
+def _const_param(b: KernelBuilder, name_tok, default):
+    name = str(name_tok)
+    if name in b.consts:
+        raise b.err(name_tok, f"duplicate compile-time parameter '{name}'")
+    if name in b.overrides:
+        b.consts[name] = int(b.overrides[name])
+    else:
+        b.consts[name] = b.const_int(default, "a compile-time parameter's default")
+
+
+def _param(b: KernelBuilder, p, output: bool):
+    name_tok, typ = p.children
+    name = str(name_tok)
+    if name in b.tensors or name in b.consts or any(q.name == name for q in b.params):
+        raise b.err(name_tok, f"duplicate parameter '{name}'")
+    if name in RESERVED:
+        raise b.err(name_tok, f"'{name}' is a built-in name and cannot be a parameter")
+    dtype = str(typ.children[0])
+    if typ.data == "scalar_type":
+        if output:
+            raise b.err(name_tok, "an output must be a tensor")
+        b.params.append(ir.ScalarParam(name, dtype, b.sp(name_tok)))
+        return
+    dims = [_dimension(b, d) for d in typ.children[1].children]
+    tp = ir.TensorParam(name, dtype, tuple(dims), output, b.sp(name_tok))
+    b.tensors[name] = tp
+    b.params.append(tp)
+
+
+def _dimension(b: KernelBuilder, d) -> ir.IExpr:
+    """A tensor dimension: a size name (symbolic until run time) or a positive constant."""
+    if isinstance(d, Tree) and d.data == "name" and str(d.children[0]) not in b.consts:
+        dn = str(d.children[0])
+        if dn in RESERVED or any(q.name == dn for q in b.params):
+            raise b.err(d, f"'{dn}' cannot be a size name")
+        if dn not in b.sizes:
+            b.sizes.append(dn)
+        return ir.IVar(dn, b.sp(d))
+    v = b.const_int(d, "a tensor dimension")
+    if v <= 0:
+        raise b.err(d, f"tensor dimension must be positive, got {v}")
+    return ir.IConst(v, b.sp(d))
+
+
+def launch(b: KernelBuilder, stmts):
+    """grid(...), block(...) and policy(...) at the top level, read before anything else: the block
+    size is needed before anything distributes work over threads."""
+    for s in stmts:
+        call = s.children[0] if isinstance(s, Tree) and s.data == "expr_stmt" else None
+        if call is None or call.data != "call" or call.children[0].data != "name":
+            continue
+        decl = BUILTINS.get(str(call.children[0].children[0]))
+        if decl is not None and decl.produces == LAUNCH:
+            LAUNCH_HANDLERS[decl.name](call_site(b, decl, call, call.children[1]))
+    if b.block is None:
+        raise b.err(b.tree.children[0], f"kernel '{b.kname}' has no block(...) statement")
+    if b.grid is None:
+        raise b.err(b.tree.children[0], f"kernel '{b.kname}' has no grid(...) statement")
+
+
+def block(site: CallSite):
+    b = site.b
+    if b.block is not None:
+        raise b.err(site.node, "block(...) given twice")
+    n = b.const_int(site.args[0], "the block size")
+    if n <= 0 or n > 1024 or n % 32:
+        raise b.err(site.args[0], f"block size must be a multiple of 32 between 32 and 1024, got {n}")
+    b.block = n
+
+
+def grid(site: CallSite):
+    b = site.b
+    if b.grid is not None:
+        raise b.err(site.node, "grid(...) given twice")
+    dims = []
+    for a in site.args:
+        v = b.value(a)
+        if not isinstance(v, IntVal) or not launch_uniform(b, v.expr):
+            raise b.err(a, "a grid extent must be an integer expression of sizes and constants")
+        dims.append(v.expr)
+    b.grid = tuple(dims) + tuple(ir.IConst(1) for _ in range(3 - len(dims)))
+
+
+_POLICY_LIMITS = {"min_blocks_per_sm": 32, "maxnreg": 255}  # the integer policies; prefetch is a flag
+
+
+def policy(site: CallSite):
+    """policy(min_blocks_per_sm=2, maxnreg=128, prefetch=False): code-generation choices."""
+    b = site.b
+    for key in site.kwargs:
+        if any(name == key for name, _ in b.policies):
+            raise b.err(site.key(key), f"policy '{key}' given twice")
+        if key in _POLICY_LIMITS:
+            value, limit = site.const(key, f"policy {key}"), _POLICY_LIMITS[key]
+            if not 1 <= value <= limit:
+                raise b.err(site.arg(key), f"policy {key} must be between 1 and {limit}, got {value}")
+        else:
+            value = site.flag(key)
+        b.policies.append((key, value))
+
+
+LAUNCH_HANDLERS = {"grid": grid, "block": block, "policy": policy}
+
+
+def launch_uniform(b: KernelBuilder, e: ir.IExpr) -> bool:
+    """Whether `e` is fixed at launch: made of sizes, integer parameters and constants."""
+    for sub in ir.walk_iexpr(e):
+        if isinstance(sub, ir.ISpecial | ir.ITag | ir.ICoord):
+            return False
+        if isinstance(sub, ir.IVar) and sub.name not in b.sizes and not _is_int_param(b, sub.name):
+            return False
+    return True
+
+
+def _is_int_param(b: KernelBuilder, name: str) -> bool:
+    return any(isinstance(p, ir.ScalarParam) and p.name == name and not ir.is_float(p.dtype) for p in b.params)
+
+
+def requires(b: KernelBuilder, n: Tree):
+    v = b.value(n.children[0])
+    if not isinstance(v, IntVal) or not launch_uniform(b, v.expr):
+        raise b.err(n.children[0], "'requires' takes a condition on sizes and constants")
+    b.requires.append(v.expr)
+
+
+def tag_decl(b: KernelBuilder, n: Tree):
+    """`tag A[i, k] = (i, k) [once]`: the tags of an input's elements, or an output's contract."""
+    name_tok, names, expr, once = n.children
+    name = str(name_tok)
+    tp = b.tensors.get(name)
+    if tp is None:
+        raise b.err(name_tok, f"'tag' names unknown tensor '{name}'")
+    if any(t.tensor == name for t in b.tags):
+        raise b.err(name_tok, f"tensor '{name}' is tagged twice")
+    idx = [str(x) for x in names.children]
+    for i, x in enumerate(idx):
+        if x in idx[:i]:
+            raise b.err(names.children[i], f"index variable '{x}' appears twice in the tag of '{name}'")
+    if len(idx) != tp.rank:
+        raise b.err(names, f"tensor '{name}' has rank {tp.rank} but the tag binds {len(idx)} "
+                           f"index variable{'s' if len(idx) != 1 else ''}")
+    if once is not None and not tp.output:
+        raise b.err(once, "'once' applies to outputs only")
+    b.scopes.append({i: IntVal(ir.IVar(i), True) for i in idx})
+    try:
+        comps = [_tag_component(b, c) for c in (expr.children if expr.data in ("tuple", "tuple1") else [expr])]
+    finally:
+        b.scopes.pop()
+    b.tags.append(ir.TagDecl(name, tuple(idx), tuple(comps), once is not None, b.sp(n)))
+
+
+def _tag_component(b: KernelBuilder, c) -> ir.IExpr:
+    v = b.value(c)
+    if not isinstance(v, IntVal):
+        raise b.err(c, "a tag component must be an integer expression")
+    return v.expr
+
+
+def kernel_ir(b: KernelBuilder, name_tok, body: list) -> ir.Kernel:
+    return ir.Kernel(
+        name=b.kname, params=tuple(b.params), consts=tuple(b.consts.items()), sizes=tuple(b.sizes),
+        requires=tuple(b.requires), grid=b.grid, block=b.block, tags=tuple(b.tags), tagfns=tuple(b.tagfns.values()),
+        body=tuple(body), source_file=b.file, span=b.sp(name_tok), policies=tuple(b.policies))
+
+
+# -- the launch's built-in values: handlers take the builder, the name's node and the component
+# (`block_id.x`: "x"; None for a bare name)
+
+def thread_index(b: KernelBuilder, node, component: str | None) -> IntVal:
+    name = _bare(b, node, component)
+    return IntVal(ir.ISpecial(name, b.sp(node)), False)
+
+
+def grid_index(b: KernelBuilder, node, component: str | None) -> IntVal:
+    name = str((node.children[0] if component is not None else node).children[0])
+    if component is None:
+        raise b.err(node, f"'{name}' needs a component: {name}.x, {name}.y or {name}.z")
+    if component not in ("x", "y", "z"):
+        raise b.err(node, f"{name} has components x, y and z, not '{component}'")
+    return IntVal(ir.ISpecial(f"{name}.{component}", b.sp(node)), True)
+
+
+def float_constant(b: KernelBuilder, node, component: str | None) -> FloatVal:
+    return FloatVal(math.inf if _bare(b, node, component) == "inf" else math.nan)
+
+
+def _bare(b: KernelBuilder, node, component: str | None) -> str:
+    if component is not None:
+        raise b.err(node, f"unknown attribute '{component}'")
+    return str(node.children[0])
+
+
+VALUE_HANDLERS = {"thread_id": thread_index, "warp_id": thread_index, "lane_id": thread_index,
+                  "block_id": grid_index, "num_blocks": grid_index, "inf": float_constant, "nan": float_constant}

@@ -1,0 +1,235 @@
+"""Memory: views, loads, stores and async copies; a shared read resolved to the writes it may see.
+
+A global load takes the tag its tensor's declaration gives the element it reads (and is `err`
+out of bounds unless masked). A read of shared offset o at instance r resolves to the writes W@w
+(any instance, any thread, any value) that wrote o before r and were not overwritten in between
+(`alive`); the read takes W's tag, and is marked `err` unless W had completed (async copies:
+retired by a `wait`) and become visible to the reader (same thread, or a barrier since: see
+smt.sync).
+"""
+
+from __future__ import annotations
+
+from argus_verify import ir
+from argus_verify.smt import program as P
+from argus_verify.smt import values as V
+from argus_verify.smt import zops as Z
+from argus_verify.smt.records import AllocInfo, GAccess, ShRead, ShWrite, View
+from argus_verify.smt.values import FragV, TagVal, Tr, element_label, value_label
+from argus_verify.smt.zops import FALSE, OPS, TRUE
+
+MAX_DEPTH = 60  # nested fragment evaluations before giving up (loop-carried data through smem)
+
+
+class MemoryMixin:
+    """Handlers of SharedAlloc, Store, CopyAsync and Load, and shared-read resolution."""
+
+    def compile_view(self, view: ir.View, env) -> View:
+        items = []
+        for it in view.index:
+            if isinstance(it, ir.Slice):
+                items.append(("slice", self.cint(it.start, env), it.extent))
+            else:
+                items.append(("index", self.cint(it.index, env), 1))
+        return View(view, items)
+
+    # ---- statements ------------------------------------------------------------------------
+    def visit_SharedAlloc(self, s: ir.SharedAlloc, node, env):
+        self.allocs[s.name] = AllocInfo(s, node)
+        self.sh_writes.setdefault(s.name, [])
+        self.sh_reads.setdefault(s.name, [])
+
+    def visit_Store(self, s: ir.Store, node, env):
+        frag = env[s.value]
+        view = self.compile_view(s.dst, env)
+        where = self.cint(s.where, env) if s.where is not None else None
+        typ = frag.typ
+        if s.dst.space == "shared":
+            alloc = self.allocs[s.dst.base]
+            self.sh_writes[alloc.name].append(
+                ShWrite(self, "store", node, alloc, view, typ.coords, typ.values, where, frag=frag, label=frag.label)
+            )
+            return
+        acc = GAccess("store", node, s.dst.base, view, typ.coords, typ.values, s.mask, where, typ.dtype)
+        self.g_accesses.append(acc)
+        if self.tensors[s.dst.base].output:
+            self.out_stores.append((acc, frag))
+
+    def visit_CopyAsync(self, s: ir.CopyAsync, node, env):
+        dst = self.compile_view(s.dst, env)
+        src = self.compile_view(s.src, env)
+        alloc = self.allocs[s.dst.base]
+        w = ShWrite(
+            self,
+            "async",
+            node,
+            alloc,
+            dst,
+            s.tv,
+            s.tv.values,
+            None,
+            src=src,
+            src_tensor=s.src.base,
+            label=f"{s.src.base}",
+            vec=s.vec,
+        )
+        self.sh_writes[alloc.name].append(w)
+        dtype = self.tensors[s.src.base].dtype
+        self.g_accesses.append(GAccess("copy_async", node, s.src.base, src, s.tv, s.tv.values, s.mask, None, dtype))
+
+    # ---- loads -----------------------------------------------------------------------------
+    def visit_Load(self, op: ir.Load, s, node, env, label, ld) -> FragV:
+        if op.src.space == "global":
+            return self.load_global(s, node, env, label, ld)
+        return self.load_shared(s, node, env, label, ld)
+
+    def load_global(self, s, node, env, label, ld) -> FragV:
+        op = s.op
+        view = self.compile_view(op.src, env)
+        tensor = op.src.base
+        coords = s.type.coords
+        rank = len(view.items)
+        dtype = self.tensors[tensor].dtype
+        self.g_accesses.append(GAccess("load", node, tensor, view, coords, s.type.values, op.mask, None, dtype))
+
+        def element(S, ctx, inst, t, c, where, terms):
+            """The tag of the element at tile coordinate c (read by thread t, None: any)."""
+            e = view.elem(S, ctx, inst, t, c)
+            tg = self.input_tag(tensor, e, S)
+            err = FALSE if op.mask else Z.Not(self.in_tensor(tensor, e, S))
+            src = Tr(None, None, None, element_label(tensor, rank), e)
+            return tg.replace(err=err, trace=Tr(src, "load", s.span, where, terms))
+
+        def fn(S, ctx, inst, t, v):
+            return element(S, ctx, inst, t, coords.coords(t, v, OPS), value_label(label), (v, t))
+
+        cfn = None
+        if view.uniform:
+
+            def cfn(S, ctx, inst, c):
+                return element(S, ctx, inst, None, c, element_label(label, len(c)), c)
+
+        return FragV(s.name, s.type, fn, label, loopdeps=ld, cfn=cfn)
+
+    def load_shared(self, s, node, env, label, ld) -> FragV:
+        op = s.op
+        view = self.compile_view(op.src, env)
+        alloc = self.allocs[op.src.base]
+        coords = s.type.coords
+        rd = ShRead(node, alloc, view, coords, s.type.values, label, s.name)
+        self.sh_reads[alloc.name].append(rd)
+
+        def fn(S, ctx, inst, t, v):
+            c = coords.coords(t, v, OPS)
+            e = view.elem(S, ctx, inst, t, c)
+            r_inst = V.Inst(
+                node,
+                {L.var: inst.cnt[L.var] for L in node.loops},
+                {L.var: inst.vals[L.var] for L in node.loops},
+            )
+            tg = self.resolve(S, ctx, rd, r_inst, t, e)
+            return tg.replace(trace=Tr(tg.trace, "load", s.span, value_label(label), (v, t)))
+
+        return FragV(s.name, s.type, fn, label, loopdeps=ld)
+
+    # ---- shared reads ----------------------------------------------------------------------
+    def resolve(self, S, ctx, rd: ShRead, r_inst, t, e) -> TagVal:
+        """The tag of shared element e read by thread t at r_inst: that of the last write."""
+        S.depth = getattr(S, "depth", 0) + 1
+        try:
+            if S.depth > MAX_DEPTH:
+                reason = "data flows through shared memory around a loop more deeply than the encoding follows"
+                return self.havoc_tag(S, rd.label, reason)
+            off = rd.alloc.offset(e)
+            options = []
+            events = []
+            # One loop body, not a function per kind of writer: the terms it builds stay alive until
+            # the next writer's are built. Z3 reuses the numbers of freed terms, and the witnesses
+            # depend on the numbering (see smt/__init__.py), so this keeps them as they were.
+            for W in self.sh_writes[rd.alloc.name]:
+                if W.fast and rd.alloc.injective:
+                    w_inst = P.new_inst(S, ctx, W.node, "w")
+                    valid = Z.And(
+                        w_inst.cons,
+                        W.executes_uniform(S, ctx, w_inst),
+                        W.covers(S, ctx, w_inst, e),
+                        P.before(w_inst, r_inst),
+                        self.alive(S, ctx, W, w_inst, r_inst, e),
+                    )
+                    c = W.tile_coord(S, ctx, w_inst, e)
+                    mine = W.holds(S, t, c)
+                    if W.kind == "store":
+                        ok = Z.Or(mine, self.barrier_between(S, ctx, w_inst, r_inst))
+                    else:
+                        ok = Z.And(
+                            self.retired(S, ctx, w_inst, r_inst),
+                            Z.Or(mine, self.visible_after_wait(S, ctx, w_inst, r_inst)),
+                        )
+                    options.append((valid, self.as_read(W, w_inst, W.tag_at(S, ctx, w_inst, c), ok, e)))
+                    events.append((W, w_inst, None, None, valid, ok))
+                    continue
+                w_inst = P.new_inst(S, ctx, W.node, "w")
+                tw, vw = S.var("tw"), S.var("vw")
+                _, woff, winshape = W.addr(S, ctx, w_inst, tw, vw)
+                valid = Z.And(
+                    w_inst.cons,
+                    tw >= 0,
+                    tw < self.T,
+                    vw >= 0,
+                    vw < W.values,
+                    Z.Eq(woff, off),
+                    winshape,
+                    W.executes(S, ctx, w_inst, tw),
+                    P.before(w_inst, r_inst),
+                    self.alive(S, ctx, W, w_inst, r_inst, e),
+                )
+                ok = self.completed_visible(S, ctx, W, w_inst, tw, r_inst, t)
+                options.append((valid, self.as_read(W, w_inst, W.tag(S, ctx, w_inst, tw, vw), ok, e)))
+                events.append((W, w_inst, tw, vw, valid, ok))
+            sel = S.var("sel")
+            out = V.select(sel, options, self.K)
+            S.memo.setdefault("__reads__", []).append((rd, ctx, r_inst, t, e, sel, events))
+            return out
+        finally:
+            S.depth -= 1
+
+    def as_read(self, W, w_inst, tg: TagVal, ok, e) -> TagVal:
+        """The written tag as the reader sees it: `err` unless the write completed and is visible."""
+        where = self.iter_label(W.node, w_inst)
+        tr = Tr(
+            tg.trace,
+            W.op,
+            W.node.span,
+            element_label(W.alloc.name, len(e)) + where,
+            tuple(e) + self.iter_terms(W.node, w_inst),
+        )
+        return tg.replace(err=Z.Or(tg.err, Z.Not(ok)), trace=tr)
+
+    def iter_label(self, node, inst) -> str:
+        if not node.loops:
+            return ""
+        return " (written at " + ", ".join(f"{L.var}={{}}" for L in node.loops) + ")"
+
+    def iter_terms(self, node, inst) -> tuple:
+        return tuple(inst.vals[L.var] for L in node.loops)
+
+    def alive(self, S, ctx, W, w_inst, r_inst, e):
+        """W@w_inst is not overwritten at coordinate e before r_inst (by writes with footprints)."""
+        if not W.alloc.injective:
+            return TRUE
+        parts = []
+        D = self.window
+        for K in self.sh_writes[W.alloc.name]:
+            if K.footprint() is None:
+                continue
+            cands = P.recent_before(S, ctx, K.node, r_inst, D) + P.next_after(S, ctx, K.node, w_inst, D)
+            for k_inst, ex in cands:
+                hit = Z.And(
+                    ex,
+                    K.executes_uniform(S, ctx, k_inst),
+                    P.before(w_inst, k_inst),
+                    P.before(k_inst, r_inst),
+                    K.covers(S, ctx, k_inst, e),
+                )
+                parts.append(Z.Not(hit))
+        return Z.And(*parts)

@@ -1,0 +1,371 @@
+"""output-once: no element of a `once` output is written twice, and every element is written.
+
+Uniqueness: no two distinct (block, thread, statement instance) write one element. Coverage: for
+an element of the output, each store has at most one writer that could write it (its block and
+iteration follow from the element when the store's view is affine, `SkolemWriter`); the element is
+written when one of them does.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import numpy as np
+
+from argus_verify.smt import program as P
+from argus_verify.smt import values as V
+from argus_verify.smt import zops as Z
+from argus_verify.smt.obligations.common import elem_str, result_from, span_of, store_elem
+from argus_verify.smt.query import solve
+from argus_verify.smt.records import boxes_of
+from argus_verify.smt.report import ObligationResult
+from argus_verify.smt.zops import FALSE, TRUE, bv
+
+
+def check_once(an, timeout) -> list:
+    out = []
+    for decl in an.k.tags:
+        if not decl.once:
+            continue
+        stores = [acc for acc, _ in an.out_stores if acc.tensor == decl.tensor]
+        if not stores:
+            hint = f"store a value into {an.tensors[decl.tensor].name}"
+            message = f"output {decl.tensor} is never written"
+            out.append(ObligationResult("output-once", "violated", decl.span, message, {}, {}, [], hint))
+            continue
+        uniq = once_unique(an, decl, stores, timeout)
+        out += uniq
+        cover = once_cover(an, decl, stores, timeout)
+        # an overlap already reported as a double write explains why coverage is unknown
+        overlap = cover.status == "unknown" and "overlap" in cover.message
+        if not (overlap and any(r.status == "violated" for r in uniq)):
+            out.append(cover)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# uniqueness
+
+
+def once_unique(an, decl, stores, timeout) -> list:
+    # The witness is reported here, not by a function of its own: its names (ctx, inst, t, v) keep
+    # the second writer's terms alive to the end, and Z3 renumbers freed terms; the later queries'
+    # witnesses depend on that numbering (see smt/__init__.py).
+    out = []
+    for i, a in enumerate(stores):
+        for b in stores[i:]:
+            build = partial(unique_query, an=an, a=a, b=b)
+            res, q, (ctx1, ctx2, x1, x2, t1, t2, v1, v2, e1) = solve(an, timeout, build)
+            span = span_of(b.node)
+            if res.status != "violated":
+                proved = f"no element of {decl.tensor} is written twice (lines {a.node.span.line}, {b.node.span.line})"
+                out.append(result_from(res, "output-once", span, "exactly-once could not be proved", proved))
+                continue
+            ev = res.ev
+            ge = [ev.int(x) for x in e1]
+            w = {
+                "sizes": {n: ev.int(x) for n, x in an.sizes.items()},
+                "element": {"tensor": decl.tensor, "coord": ge},
+                "writers": [],
+            }
+            for ctx, inst, t, v, acc in ((ctx1, x1, t1, v1, a), (ctx2, x2, t2, v2, b)):
+                w["writers"].append(writer_witness(ev, ctx, inst, t, v, acc))
+            w["block"] = w["writers"][0]["block"]
+            w["threads"] = [w["writers"][0]["thread"], w["writers"][1]["thread"]]
+            out.append(unique_violation(decl, ge, w, span, res.seconds))
+    return out
+
+
+def unique_query(q, an, a, b):
+    """Two distinct writers (block, thread, instance) of stores a and b that write one element."""
+    S = q.S
+    ctx1, ctx2 = an.new_ctx(S, "block"), an.new_ctx(S, "block2")
+    x1 = P.new_inst(S, ctx1, a.node, "x")
+    x2 = P.new_inst(S, ctx2, b.node, "y")
+    t1, t2, v1, v2 = S.var("t1"), S.var("t2"), S.var("v1"), S.var("v2")
+    q.add(
+        ctx1.cons,
+        ctx2.cons,
+        x1.cons,
+        x2.cons,
+        t1 >= 0,
+        t1 < an.T,
+        t2 >= 0,
+        t2 < an.T,
+        v1 >= 0,
+        v1 < a.values,
+        v2 >= 0,
+        v2 < b.values,
+    )
+    q.point += list(ctx1.block) + list(ctx2.block) + list(x1.cnt.values()) + list(x2.cnt.values()) + [t1, t2, v1, v2]
+    e1, in1 = store_elem(an, a, S, ctx1, x1, t1, v1)
+    e2, in2 = store_elem(an, b, S, ctx2, x2, t2, v2)
+    distinct = [
+        Z.Or(*[Z.Ne(p, r) for p, r in zip(ctx1.block, ctx2.block, strict=True)]),
+        Z.Ne(t1, t2),
+    ]
+    if a is b:
+        distinct.append(Z.Not(P.same_instance(x1, x2)))
+    else:
+        distinct.append(TRUE)
+    q.add(
+        a.executes(S, ctx1, x1, t1),
+        b.executes(S, ctx2, x2, t2),
+        in1,
+        in2,
+        *[Z.Eq(p, r) for p, r in zip(e1, e2, strict=True)],
+        Z.Or(*distinct),
+    )
+    return ctx1, ctx2, x1, x2, t1, t2, v1, v2, e1
+
+
+def writer_witness(ev, ctx, inst, t, v, acc) -> dict:
+    tt = ev.int(t)
+    return {
+        "block": [ev.int(x) for x in ctx.block],
+        "thread": tt,
+        "warp": tt // 32,
+        "lane": tt % 32,
+        "value": ev.int(v),
+        "line": acc.node.span.line,
+        "loop": {L.var: ev.int(inst.vals[L.var]) for L in acc.node.loops},
+    }
+
+
+def unique_violation(decl, ge, w, span, seconds) -> ObligationResult:
+    expl = [
+        f"{elem_str(decl.tensor, ge)} is written by "
+        + " and by ".join(
+            f"block {tuple(x['block'][:2])} thread {x['thread']} value {x['value']} "
+            f"(line {x['line']}" + "".join(f", {k} = {vv}" for k, vv in x["loop"].items()) + ")"
+            for x in w["writers"]
+        )
+    ]
+    hint = (
+        "tiles of different blocks (or iterations, or threads holding copies of one element) overlap: check "
+        "the tile offsets, or store from one thread with where="
+    )
+    message = f"an element of {decl.tensor} is written twice"
+    return ObligationResult("output-once", "violated", span, message, w, {"element": ge}, [], hint, expl, seconds)
+
+
+# ---------------------------------------------------------------------------------------------
+# coverage
+
+
+def once_cover(an, decl, stores, timeout):
+    span = decl.span
+    writers = []
+    for acc in stores:
+        writer, why = skolem_writer(an, acc)
+        if writer is None:
+            message = f"coverage of {decl.tensor} is beyond the encoding: {why} (line {acc.node.span.line})"
+            return ObligationResult("output-once", "unknown", span, message, detail={"reason": why})
+        writers.append(writer)
+    state = {}
+    res, q, x = solve(an, timeout, partial(cover_query, an=an, decl=decl, writers=writers, state=state), validate=False)
+    if state.get("bad"):
+        message = f"coverage of {decl.tensor} is beyond the encoding"
+        return ObligationResult("output-once", "unknown", span, message, detail={})
+    if res.status == "violated" and not state["exact"]:
+        res.status, res.reason = "unknown", "tiles overlap, so the element may be written by another block"
+    if res.status != "violated":
+        proved = f"every element of {decl.tensor} is written"
+        return result_from(res, "output-once", span, f"coverage of {decl.tensor} could not be proved", proved)
+    return cover_violation(an, decl, res, span, x)
+
+
+def cover_query(q, an, decl, writers, state):
+    """An element of the output that none of the stores' only possible writers writes. `state`
+    receives whether that is exact (no tiles overlap) and whether a writer was beyond the encoding."""
+    S = q.S
+    dims = an.tensor_dims[decl.tensor]
+    x = [S.var(f"x{d}") for d in range(len(dims))]
+    q.point += x
+    q.add(*[z for xi, d in zip(x, dims, strict=True) for z in (xi >= 0, xi < d.fn(S, None, None, None))])
+    exact = True
+    for writer in writers:
+        r = writer(S, x)
+        if r is None:
+            state["bad"] = True
+            q.add(FALSE)
+            continue
+        ok, _, _, _ = r
+        q.add(Z.Not(ok))
+        exact = exact and writer.exact
+    state["exact"] = exact
+    return x
+
+
+def cover_violation(an, decl, res, span, x) -> ObligationResult:
+    ev = res.ev
+    ge = [ev.int(xi) for xi in x]
+    w = {
+        "sizes": {n: ev.int(s) for n, s in an.sizes.items()},
+        "element": {"tensor": decl.tensor, "coord": ge},
+    }
+    expl = [f"{elem_str(decl.tensor, ge)} is inside the output but no block, thread or iteration writes it"]
+    hint = (
+        "the grid or the loop bounds miss a (partial) tile: use cdiv for the extents and mask the tail instead of "
+        "dropping it"
+    )
+    message = f"an element of {decl.tensor} is never written"
+    return ObligationResult("output-once", "violated", span, message, w, {"element": ge}, [], hint, expl, res.seconds)
+
+
+# ---------------------------------------------------------------------------------------------
+# the only writer of an element
+
+
+def skolem_writer(an, acc):
+    """For an output store: the `SkolemWriter` of its elements, when the view's starts are affine
+    with one block id or loop variable per dimension. Returns (writer, "") or (None, reason)."""
+    used, why = affine_dimensions(acc)
+    if used is None:
+        return None, why
+    boxes, why = written_boxes(an, acc)
+    if why:
+        return None, why
+    if len(acc.view.items) != len(an.tensor_dims[acc.tensor]):
+        return None, "view rank"
+    return SkolemWriter(an, acc, used, boxes), ""
+
+
+def affine_dimensions(acc):
+    """{("blk", axis) | ("loop", var): (dimension, coefficient)}: which dimension of the store's
+    view each block id and loop variable moves, or (None, reason)."""
+    used = {}
+    for d, (_kind, iv, _ext) in enumerate(acc.view.items):
+        if iv.lin is None:
+            return None, f"the start of dimension {d} of the store is not affine"
+        atoms = {a: c for a, c in iv.lin[0].items() if a[0] in ("blk", "loop", "thr")}
+        if any(a[0] == "thr" for a in atoms):
+            return None, "the store's view depends on the thread"
+        if len(atoms) > 1:
+            return None, f"dimension {d} of the store mixes several block ids / loop variables"
+        for a, c in atoms.items():
+            if a in used or c <= 0:
+                return None, "a block id or loop variable is used in several dimensions (or negatively)"
+            used[a] = (d, c)
+    return used, ""
+
+
+def written_boxes(an, acc):
+    """The tile coordinates the statement writes (every thread, value, where=, thread conditions)
+    as boxes (None: the whole tile), or (None, reason) when that depends on more than the thread."""
+    table = acc.coords.coord_table()
+    tconds = []
+    for c, pos in acc.node.conds:
+        if c.uniform:
+            continue
+        if c.np_fn is None:
+            return None, "the store's condition mixes the thread with other values"
+        tconds.append((c, pos))
+    tt = np.arange(an.T, dtype=np.int64)
+    live = np.ones(an.T, dtype=bool)
+    for c, pos in tconds:
+        x = np.broadcast_to(np.asarray(c.np_fn(tt)) != 0, tt.shape)
+        live &= x if pos else ~x
+    if acc.where is not None and not acc.where.uniform:
+        if acc.where.np_fn is None:
+            return None, "where= mixes the thread with other values"
+        live &= np.broadcast_to(np.asarray(acc.where.np_fn(tt)) != 0, tt.shape)
+    pts = {tuple(int(x) for x in table[t, v]) for t in np.nonzero(live)[0] for v in range(table.shape[1])}
+    full = len(pts) == math.prod(acc.view.tile)
+    return (None if full else boxes_of(pts)), ""
+
+
+class SkolemWriter:
+    """`writer(S, x)`: (the only writer of element x writes it, its block, its instance, its tile
+    coordinate), or None beyond the encoding. `exact`: no two writers' tiles overlap, so that
+    writer is the only one."""
+
+    def __init__(self, an, acc, used, boxes):
+        self.an, self.acc, self.used, self.boxes = an, acc, used, boxes
+        loops = {L.var: L for L in acc.node.loops}
+        self.exact = True
+        for a, (d, c) in used.items():
+            step = loops[a[1]].step if a[0] == "loop" else 1
+            if c * step < acc.view.items[d][2]:
+                self.exact = False
+
+    def lin_eval(self, lin, skip):
+        total = bv(lin[1])
+        for a, c in lin[0].items():
+            if a == skip:
+                continue
+            if a[0] == "size":
+                total = Z.add(total, Z.mul(self.an.sizes[a[1]], bv(c)))
+            elif a[0] == "param":
+                total = Z.add(total, Z.mul(self.an.params[a[1]], bv(c)))
+            else:
+                return None
+        return total
+
+    def __call__(self, S, x):
+        ok = []
+        ctx = self.block(S, x, ok)
+        inst = self.instance(S, x, ctx, ok)
+        if inst is None:
+            return None
+        coords = self.tile_coords(S, x, ctx, inst, ok)
+        acc = self.acc
+        if self.boxes is not None:
+            ok.append(Z.Or(*[in_box(b, coords) for b in self.boxes]))
+        for c, pos in acc.node.conds:
+            if c.uniform:
+                y = Z.i2b(c.fn(S, ctx, inst, None))
+                ok.append(y if pos else Z.Not(y))
+        if acc.where is not None and acc.where.uniform:
+            ok.append(Z.i2b(acc.where.fn(S, ctx, inst, None)))
+        return Z.And(*ok), ctx, inst, coords
+
+    def block(self, S, x, ok):
+        """The block that could write x (appending to `ok` that it exists)."""
+        blocks = [bv(0), bv(0), bv(0)]
+        for a, (d, c) in self.used.items():
+            if a[0] == "blk":
+                rest = self.lin_eval(self.acc.view.items[d][1].lin, a)
+                blocks[a[1]] = Z.floordiv(Z.sub(x[d], rest), bv(c))
+        ctx = V.Ctx(blocks, TRUE)
+        for g, b in zip(self.an.grid, blocks, strict=True):
+            ok += [Z.Le(bv(0), b), Z.Lt(b, g.fn(S, None, None, None))]
+        return ctx
+
+    def instance(self, S, x, ctx, ok):
+        """The iteration of every enclosing loop that could write x (None beyond the encoding)."""
+        inst = V.Inst(self.acc.node)
+        for L in self.acc.node.loops:
+            start, trips = L.bounds(S, ctx, inst)
+            a = ("loop", L.var)
+            if a in self.used:
+                d, c = self.used[a]
+                rest = self.lin_eval(self.acc.view.items[d][1].lin, a)
+                if rest is None:
+                    return None
+                m = Z.floordiv(Z.sub(Z.sub(x[d], rest), Z.mul(start, bv(c))), bv(c * L.step))
+            else:
+                m = bv(0)
+            inst.cnt[L.var] = m
+            inst.vals[L.var] = Z.add(start, Z.mul(m, bv(L.step)))
+            ok += [Z.Le(bv(0), m), Z.Lt(m, trips)]
+        return inst
+
+    def tile_coords(self, S, x, ctx, inst, ok):
+        """x's coordinate in the tile that block and instance store (it must lie in the tile)."""
+        coords = []
+        for d, (kind, iv, ext) in enumerate(self.acc.view.items):
+            off = Z.sub(x[d], iv.fn(S, ctx, inst, None))
+            if kind == "slice":
+                coords.append(off)
+                ok += [Z.Le(bv(0), off), Z.Lt(off, bv(ext))]
+            else:
+                ok.append(Z.Eq(off, bv(0)))
+        return coords
+
+
+def in_box(box, coords):
+    """The coordinates lie in the half-open box ((lo...), (hi...))."""
+    lo, hi = box
+    return Z.And(*[z for a, b, y in zip(lo, hi, coords, strict=True) for z in (Z.Le(bv(a), y), Z.Lt(y, bv(b)))])

@@ -1,0 +1,399 @@
+"""Which reductions reach each output, with which operator, and what padding enters them.
+
+A forward data-flow pass over the IR (no solver): every fragment gets the input dimension each of
+its tile axes walks along (its *origin*), the set of reductions it aggregates (*families*:
+operator, tensor, dimension), the value that masked loads put in place of out-of-bounds elements
+along each input dimension (*padding*), and, for constant fragments, their value. From that:
+
+- `reduction-operator`: a loop accumulation or a combine of partial results that uses an operator
+  other than the reduction's (`acc - reduce_sum(x)`), and an output whose reductions are not the
+  contract's (max where the contract says sum, the wrong dimension, none at all);
+- `padding`: a reduction fed with masked-load padding, or started from a constant, that is not
+  the operator's identity (0 before a max over rows that may be all negative).
+
+Whether every element is combined exactly once is the solver's part (smt/obligations/coverage).
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from argus_verify import ir, semantics
+
+# stand-ins for an unknown finite operand when a padding value is pushed through an operation
+_FINITE_SAMPLES = (-2.5, 0.0, 3.0)
+
+
+@attrs.frozen
+class Origin:
+    tensor: str
+    dim: int
+
+
+@attrs.frozen
+class Flow:
+    """What the pass knows of one fragment."""
+
+    axes: tuple  # per tile axis: Origin | None
+    families: frozenset = frozenset()  # {(op, Origin)}
+    padding: tuple = ()  # ((Origin, value | None), ...): value None = unknown
+    const: float | None = None  # the value of a constant fragment
+
+    def pad(self, origin) -> tuple[bool, float | None]:
+        for o, v in self.padding:
+            if o == origin:
+                return True, v
+        return False, None
+
+
+@attrs.frozen
+class Finding:
+    obligation: str  # "reduction-operator" | "padding"
+    span: object
+    message: str
+    hint: str = ""
+    detail: dict = attrs.field(factory=dict)
+
+
+def _same(values) -> float | None:
+    vals = list(values)
+    first = vals[0]
+    for v in vals[1:]:
+        if not (v == first or (math.isnan(v) and math.isnan(first))):
+            return None
+    return first
+
+
+def _apply(op: str, args: list) -> float:
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        if len(args) == 1:
+            return float(semantics.FLOAT_UNARY[op].ref(np.float64(args[0])))
+        return float(semantics.FLOAT_BINARY[op].ref(np.float64(args[0]), np.float64(args[1])))
+
+
+class ReductionFlow:
+    """Run the pass over `kernel`; `findings` lists the violations, `outputs` the flow of every
+    value stored to an output tensor (with the store)."""
+
+    def __init__(self, kernel: ir.Kernel):
+        self.k = kernel
+        self.findings: list[Finding] = []
+        self.outputs: list[tuple[ir.Store, Flow]] = []
+        self.shared: dict[str, Flow] = {}
+        self.allocs: dict[str, ir.SharedAlloc] = {}
+        self._seen: set = set()
+        env: dict = {}
+        self.walk(kernel.body, env, loops=())
+
+    # -- findings --------------------------------------------------------------------------------
+    def report(self, obligation, span, message, hint="", **detail):
+        key = (obligation, span.line, span.col, message)
+        if key not in self._seen:
+            self._seen.add(key)
+            self.findings.append(Finding(obligation, span, message, hint, detail))
+
+    # -- statements ------------------------------------------------------------------------------
+    def walk(self, body, env, loops):
+        for s in body:
+            if isinstance(s, ir.Assign):
+                env[s.name] = self.assign(s, env, loops)
+            elif isinstance(s, ir.SharedAlloc):
+                self.allocs[s.name] = s
+            elif isinstance(s, ir.Store):
+                self.store(s, env)
+            elif isinstance(s, ir.CopyAsync):
+                # cp.async zero-fills the elements its mask leaves out
+                rank = len(s.src.tile)
+                src = self.load(ir.Load(s.src, s.tv, s.mask, 0.0), rank, loops)
+                self.store_shared(s.dst, src)
+            elif isinstance(s, ir.For):
+                self.loop(s, env, loops)
+            elif isinstance(s, ir.If):
+                then, orelse = dict(env), dict(env)
+                self.walk(s.then, then, loops)
+                self.walk(s.orelse, orelse, loops)
+                for name in set(then) | set(orelse):
+                    a, b = then.get(name), orelse.get(name)
+                    env[name] = a if b is None else b if a is None else _join(a, b)
+
+    def loop(self, s: ir.For, env, loops):
+        before = dict(env)
+        # two passes reach the fixpoint of the finite domain for the loop-carried values that
+        # matter here (families and padding only grow)
+        for _ in range(2):
+            body_env = dict(env)
+            self.walk(s.body, body_env, loops + (s,))
+            for name, flow in body_env.items():
+                if name in before and isinstance(flow, Flow) and isinstance(before[name], Flow):
+                    env[name] = _join(before[name], flow) if flow is not before[name] else flow
+                else:
+                    env[name] = flow
+        self.accumulations(s, before, env)
+
+    def accumulations(self, s: ir.For, before, env):
+        """`acc = acc (+) e` directly in a loop body: (+) must be a reduction operator, and acc
+        must start at its identity."""
+        for st in s.body:
+            if not (isinstance(st, ir.Assign) and st.name in before):
+                continue
+            op = st.op
+            if isinstance(op, ir.Elementwise) and len(op.args) == 2 and st.name in op.args:
+                other = op.args[1] if op.args[0] == st.name else op.args[0]
+                self.accumulation(st, op.op, before[st.name], env.get(other) if isinstance(other, str) else None,
+                                  s)
+            elif isinstance(op, ir.Mma) and op.c == st.name:
+                self.check_init(st, "sum", before[st.name])
+
+    def accumulation(self, st, opname, init: Flow, addend: Flow | None, loop: ir.For):
+        entry = semantics.FLOAT_BINARY.get(opname)
+        reduce_op = entry.combines if entry is not None else None
+        carries = addend is not None and (addend.families or addend.axes)
+        if reduce_op not in semantics.REDUCE_OPS:
+            if carries and opname != "*":
+                self.report("reduction-operator", st.span,
+                            f"'{st.name}' accumulates over the loop at line {loop.span.line} with '{opname}', "
+                            "which is not a reduction operator (sum, max or min)",
+                            "accumulate partial results with the contract's operator, e.g. acc = acc + part",
+                            operator=opname)
+            return
+        if addend is not None:
+            for fop, origin in addend.families:
+                if fop != reduce_op:
+                    self.report("reduction-operator", st.span,
+                                f"partial results of a {fop} over {origin.tensor}'s dimension {origin.dim} are "
+                                f"combined across iterations of the loop at line {loop.span.line} with "
+                                f"'{opname}' ({reduce_op})",
+                                f"combine partial {fop}s with the {fop}'s own operator",
+                                operator=opname, expected=fop)
+        self.check_init(st, reduce_op, init)
+
+    def check_init(self, st, reduce_op: str, init: Flow):
+        identity = semantics.REDUCE_OPS[reduce_op].identity
+        if init is not None and init.const is not None and init.const != identity:
+            self.report("padding", st.span,
+                        f"'{st.name}' accumulates a {reduce_op} starting from {init.const:g}, which is not the "
+                        f"identity of {reduce_op} ({identity:g})",
+                        f"start the accumulator at {identity:g} (e.g. full(..., {identity:g}, tv=...))",
+                        value=init.const, identity=identity)
+
+    # -- fragment operations ---------------------------------------------------------------------
+    def assign(self, s: ir.Assign, env, loops) -> Flow:
+        op = s.op
+        rank = len(s.type.tile)
+        if isinstance(op, ir.Load):
+            return self.load(op, rank, loops)
+        if isinstance(op, ir.Full):
+            return Flow((None,) * rank, const=float(op.value))
+        if isinstance(op, ir.Elementwise):
+            return self.elementwise(s, op, env, rank)
+        if isinstance(op, ir.Reduce):
+            return self.reduce(s, op, env[op.arg])
+        if isinstance(op, ir.Mma):
+            return self.mma(s, env[op.a], env[op.b], env[op.c])
+        if isinstance(op, ir.Relabel):
+            src = env[op.arg]
+            axes = tuple(reversed(src.axes)) if isinstance(s.type.coords, ir.Transposed) else (None,) * rank
+            return attrs.evolve(src, axes=axes)
+        if isinstance(op, (ir.Cast, ir.Shuffle)):
+            return env[op.arg]
+        return Flow((None,) * rank)
+
+    def load(self, op: ir.Load, rank: int, loops) -> Flow:
+        view = op.src
+        if view.space == "shared":
+            held = self.shared.get(view.base)
+            if held is None:
+                return Flow((None,) * rank)
+            dims = view.tile_axes()
+            axes = tuple(held.axes[d] if d < len(held.axes) else None for d in dims)
+            return attrs.evolve(held, axes=axes)
+        axes = tuple(Origin(view.base, d) for d in view.tile_axes())
+        padding = tuple((o, float(op.other)) for o in axes) if op.mask else ()
+        return Flow(axes, padding=padding)
+
+    def elementwise(self, s, op: ir.Elementwise, env, rank) -> Flow:
+        flows = [env[a] if isinstance(a, str) else None for a in op.args]
+        consts = [float(a.value) if isinstance(a, ir.FConst) else None for a in op.args]
+        frags = [f for f in flows if f is not None]
+        axes = max((f.axes for f in frags), key=len, default=(None,) * rank)
+        families = frozenset().union(*[f.families for f in frags]) if frags else frozenset()
+        const = None
+        if all(f is None or f.const is not None for f in flows) and all(
+                c is not None or f is not None for c, f in zip(consts, flows, strict=True)):
+            const = _apply(op.op, [f.const if f is not None else c for f, c in zip(flows, consts, strict=True)])
+        return Flow(axes, families, self.padding_through(op.op, flows, consts), const)
+
+    def padding_through(self, opname, flows, consts) -> tuple:
+        """Padded elements pushed through an elementwise op: other operands are their own padding,
+        a constant, or any finite value (the result must not depend on which)."""
+        keys = []
+        for f in flows:
+            for o, _ in (f.padding if f is not None else ()):
+                if o not in keys:
+                    keys.append(o)
+        out = []
+        for origin in keys:
+            choices = []
+            unknown = False
+            for f, c in zip(flows, consts, strict=True):
+                if f is None:
+                    choices.append([c] if c is not None else list(_FINITE_SAMPLES))
+                    continue
+                padded, v = f.pad(origin)
+                if padded and v is None:
+                    unknown = True
+                choices.append([v] if padded else ([f.const] if f.const is not None else list(_FINITE_SAMPLES)))
+            if unknown:
+                out.append((origin, None))
+                continue
+            results = []
+            for combo in _product(choices):
+                results.append(_apply(opname, combo))
+            out.append((origin, _same(results)))
+        return tuple(out)
+
+    def reduce(self, s, op: ir.Reduce, src: Flow) -> Flow:
+        origin = src.axes[op.axis] if op.axis < len(src.axes) else None
+        families = set(src.families)
+        if origin is not None:
+            families.add((op.op, origin))
+            padded, value = src.pad(origin)
+            identity = semantics.REDUCE_OPS[op.op].identity
+            if padded and (value is None or value != identity):
+                what = "an unknown value" if value is None else f"{value:g}"
+                self.report("padding", s.span,
+                            f"reduce_{op.op} combines elements of {origin.tensor} beyond its dimension {origin.dim} "
+                            f"that masked loads padded with {what}, not the identity of {op.op} ({identity:g})",
+                            f"pad with other={_literal(identity)} in the masked load, or keep padded elements out "
+                            "of the reduction", value=value, identity=identity)
+        padding = tuple((o, v) for o, v in src.padding if o != origin)
+        return Flow(src.axes, frozenset(families), padding)
+
+    def mma(self, s, a: Flow, b: Flow, c: Flow) -> Flow:
+        ka = a.axes[1] if len(a.axes) > 1 else None
+        kb = b.axes[0] if b.axes else None
+        families = set(a.families | b.families | c.families)
+        for origin in (ka, kb):
+            if origin is not None:
+                families.add(("sum", origin))
+        # a padded product a * b along k is the identity of the sum only when one side pads 0
+        pa, va = a.pad(ka) if ka is not None else (False, None)
+        pb, vb = b.pad(kb) if kb is not None else (False, None)
+        if (pa or pb) and not ((pa and va == 0.0) or (pb and vb == 0.0)):
+            self.report("padding", s.span,
+                        "mma multiplies masked-load padding along k that is not 0: the padded products do not "
+                        "vanish from the sum", "pad both operands' masked loads with other=0.0",
+                        value_a=va, value_b=vb)
+        axes = (a.axes[0] if a.axes else None, b.axes[1] if len(b.axes) > 1 else None)
+        padding = tuple((o, v) for o, v in (a.padding + b.padding) if o not in (ka, kb))
+        return Flow(axes, frozenset(families), padding)
+
+    # -- stores ----------------------------------------------------------------------------------
+    def store_shared(self, dst: ir.View, flow: Flow):
+        """A shared allocation holds the join of everything written to it, by dimension."""
+        alloc = self.allocs.get(dst.base)
+        rank = len(alloc.shape) if alloc is not None else len(dst.index)
+        axes = [None] * rank
+        for tile_axis, dim in enumerate(dst.tile_axes()):
+            if tile_axis < len(flow.axes):
+                axes[dim] = flow.axes[tile_axis]
+        new = attrs.evolve(flow, axes=tuple(axes))
+        old = self.shared.get(dst.base)
+        self.shared[dst.base] = new if old is None else _join(old, new)
+
+    def store(self, s: ir.Store, env):
+        flow = env.get(s.value)
+        if flow is None:
+            return
+        if s.dst.space == "shared":
+            self.store_shared(s.dst, flow)
+            return
+        param = next((p for p in self.k.outputs if p.name == s.dst.base), None)
+        if param is not None:
+            self.outputs.append((s, flow))
+
+
+def _join(a: Flow, b: Flow) -> Flow:
+    axes = tuple(x if x == y else None for x, y in zip(a.axes, b.axes, strict=False)) if a.axes != b.axes else a.axes
+    pads = dict(a.padding)
+    for o, v in b.padding:
+        if o in pads and pads[o] != v:
+            pads[o] = None
+        else:
+            pads.setdefault(o, v)
+    const = a.const if a.const == b.const else None
+    return Flow(axes, a.families | b.families, tuple(pads.items()), const)
+
+
+def _product(choices):
+    if not choices:
+        yield []
+        return
+    for head in choices[0]:
+        for rest in _product(choices[1:]):
+            yield [head, *rest]
+
+
+def _literal(x: float) -> str:
+    if math.isinf(x):
+        return "-inf" if x < 0 else "inf"
+    return f"{x:g}"
+
+
+def contract_families(kernel: ir.Kernel, contract: ir.Contract) -> set:
+    """The (operator, Origin) reductions a contract names: `sum(A[i, k] * B[k, j] for k)` names a
+    sum along A's dimension 1 and B's dimension 0."""
+    out = set()
+    for red in contract.reductions():
+        for elem in _elements(red.body):
+            for dim, var in enumerate(elem.indices):
+                if var == red.var:
+                    out.add((red.op, Origin(elem.tensor, dim)))
+    return out
+
+
+def _elements(e):
+    if isinstance(e, ir.CElem):
+        yield e
+    elif isinstance(e, ir.CReduce):
+        yield from _elements(e.body)
+    elif isinstance(e, ir.CBin):
+        yield from _elements(e.a)
+        yield from _elements(e.b)
+    elif isinstance(e, ir.CUn):
+        yield from _elements(e.a)
+
+
+def check_outputs(kernel: ir.Kernel, flow: ReductionFlow) -> None:
+    """Every value stored to an output with a contract aggregates exactly the contract's
+    reductions (operator and dimension)."""
+    for store, f in flow.outputs:
+        contract = kernel.contract_of(store.dst.base)
+        if contract is None:
+            continue
+        want = contract_families(kernel, contract)
+        have = set(f.families)
+        if have == want:
+            continue
+        missing = sorted(want - have, key=str)
+        extra = sorted(have - want, key=str)
+        parts = []
+        if missing:
+            parts.append("the contract's " + ", ".join(_fam(x) for x in missing) + " is not computed")
+        if extra:
+            parts.append("the kernel computes " + ", ".join(_fam(x) for x in extra) + ", which the contract "
+                         "does not name")
+        flow.report("reduction-operator", store.span,
+                    f"{store.dst.base} does not receive the contract's reductions: " + "; ".join(parts),
+                    f"the contract (line {contract.span.line}) says {store.dst.base} = ...; reduce along the "
+                    "dimensions it names, with its operators",
+                    want=[_fam(x) for x in sorted(want, key=str)], have=[_fam(x) for x in sorted(have, key=str)])
+
+
+def _fam(f) -> str:
+    op, origin = f
+    return f"{op} over {origin.tensor}'s dimension {origin.dim}"

@@ -1,0 +1,454 @@
+"""No vacuous proof: the sizes a kernel admits, and the `launch` obligation.
+
+Every obligation is proved under the *admissible* launches: each size in 1..MAX_SIZE (or the
+given shape), integer scalars in 32-bit range, every `requires`, and a grid of at least one block.
+A proof under no admissible launch at all proves nothing, and sizes for which the grid is empty
+or a size expression divides by zero are launches the proofs silently leave out. So, with Z3:
+
+* admissibility: the preconditions are satisfiable. When the kernel's own preconditions
+  contradict each other (or the size range), `launch` is violated at the requires and every other
+  obligation is *vacuous*; when only the given shapes leave nothing, every result is vacuous.
+* grid: every extent is at least 1 for every admissible size; when it is at least 1 for none,
+  every other obligation is vacuous too.
+* division by zero: every divisor that is a size expression (in the grid, the requires, integer
+  lets, loop bounds, conditions, view starts, where=) is non-zero for every admissible size at
+  which it is evaluated. A division under a condition that depends on the thread, a block id or a
+  loop variable may not run at all: a possible zero there is unknown, not a violation.
+
+Integer expressions are translated through the semantics table (`INT_OPS[op].z3(Z, a, b)`) over
+the analysis's size and scalar variables, so "admissible" here is what the obligations assume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import attrs
+import z3
+
+from argus_verify import ir, semantics
+from argus_verify.diagnostics import SOURCES, Span
+from argus_verify.printer import fmt_iexpr
+from argus_verify.smt import zops as Z
+from argus_verify.smt.report import ObligationResult
+from argus_verify.visitor import INT_EXPRS, Visitor
+
+SMALL_SIZES = (64, 256, 1024, 8192)  # witnesses prefer sizes within these bounds (cheap to replay)
+
+
+@attrs.frozen
+class Premise:
+    """One constraint of the admissible launches, as a message names it."""
+
+    kind: str  # "size" (at least 1) | "range" (the verifier's upper bound) | "shape" | "requires"
+    text: str
+    span: Span | None = None  # a requires: where it is written
+    size: str = ""  # the size it is about (not for requires)
+
+    def describe(self) -> str:
+        return f"`{self.text}` (line {self.span.line})" if self.span is not None else self.text
+
+
+@attrs.define
+class Admissibility:
+    status: str  # "sat" | "unsat" | "unknown"
+    core: list = attrs.field(factory=list)  # unsat: premises that contradict each other, none redundant
+    reason: str = ""  # unknown: the solver's limit
+
+    def describe(self) -> str:
+        parts = [p.describe() for p in self.core]
+        if len(parts) == 1:
+            return f"{parts[0]} never holds"
+        return ", ".join(parts[:-1]) + f" and {parts[-1]} contradict each other"
+
+    def requires(self) -> list:
+        return [p for p in self.core if p.kind == "requires"]
+
+    def shapes(self) -> list:
+        return [p.size for p in self.core if p.kind == "shape"]
+
+
+@attrs.define
+class Launch:
+    results: list  # the `launch` obligation's results
+    vacuous: str = ""  # why every other obligation holds only vacuously ("" when it does not)
+
+
+@attrs.frozen(eq=False)
+class Division:
+    node: ir.IBin
+    divisor: object  # its Z3 term
+    path: tuple  # Z3 conditions under which it is evaluated
+    guard: Span | None  # a condition above it that is not a size expression (it may not run)
+    # where it is evaluated: "body" (by the blocks), "grid", or the index of its requires (the
+    # preconditions are evaluated in order, each under the earlier ones)
+    scope: str | int
+
+
+def check_launch(kernel: ir.Kernel, shapes: dict, timeout_s: float) -> Launch:
+    """The `launch` obligation's results, and whether every other obligation is vacuous."""
+    with _int_encoding():
+        return _Launcher(kernel, shapes, timeout_s).check()
+
+
+def admissibility(kernel: ir.Kernel, shapes: dict, timeout_s: float, size_cap: bool = True) -> Admissibility:
+    """Whether some launch satisfies the sizes' range (`size_cap`: also the verifier's upper
+    bound), the given `shapes` and every `requires`."""
+    with _int_encoding():
+        return _Launcher(kernel, shapes, timeout_s).admissibility(bool(shapes), size_cap)
+
+
+def mark_vacuous(results: list, reason: str) -> None:
+    """Results computed under no admissible launch: none of them says anything."""
+    for r in results:
+        r.detail = {"reason": reason, "checked": r.message}
+        r.status, r.message, r.witness, r.path, r.explanation = "vacuous", reason, {}, [], []
+        r.hint = "fix the launch first (the launch obligation says why)"
+
+
+@contextlib.contextmanager
+def _int_encoding():
+    """Build terms in the integer encoding, with fresh range facts; leave the mode as it was."""
+    saved = Z.MODE
+    Z.set_mode("int")
+    Z.begin_query()
+    Z.end_defs()
+    try:
+        yield
+    finally:
+        Z.set_mode(saved)
+
+
+class _Launcher:
+    def __init__(self, kernel, shapes, timeout_s):
+        self.k = kernel
+        self.shapes = {n: int(v) for n, v in (shapes or {}).items() if n in kernel.sizes}
+        self.timeout_s = timeout_s
+        self.sizes = {n: Z.var(n) for n in kernel.sizes}
+        self.scalars = {
+            p.name: Z.var(f"param.{p.name}")
+            for p in kernel.params
+            if isinstance(p, ir.ScalarParam) and not ir.is_float(p.dtype)
+        }
+        self.terms = _SizeTerms(kernel)
+        env = {**self.sizes, **self.scalars}
+        self.grid = [self.terms.term(g, env) for g in kernel.grid]
+        self.env = {**env, **{f"num_blocks.{a}": g for a, g in zip("xyz", self.grid, strict=True)}}
+        self.requires = [Z.i2b(self.terms.term(r, self.env)) for r in kernel.requires]
+
+    # -- admissible launches ---------------------------------------------------------------------
+    def premises(self, with_shapes: bool, size_cap: bool) -> list:
+        """(premise, constraint) pairs of the admissible launches."""
+        out = []
+        for n, s in self.sizes.items():
+            out.append((Premise("size", f"{n} >= 1 (every size is at least 1)", size=n), s >= 1))
+            if size_cap:
+                text = f"{n} <= {Z.MAX_SIZE} (the verifier's size range)"
+                out.append((Premise("range", text, size=n), s <= Z.MAX_SIZE))
+            if with_shapes and n in self.shapes:
+                text = f"{n} = {self.shapes[n]} (the given shape)"
+                out.append((Premise("shape", text, size=n), s == self.shapes[n]))
+        for r, term in zip(self.k.requires, self.requires, strict=True):
+            line = SOURCES.line(r.span.file, r.span.line)
+            text = line.strip() if line is not None else f"requires {fmt_iexpr(r)}"
+            out.append((Premise("requires", text, r.span), term))
+        return out
+
+    def scalar_range(self) -> list:
+        return [c for p in self.scalars.values() for c in (p >= -(1 << 31), p < (1 << 31))]
+
+    def admitted(self, requires: int | None = None) -> list:
+        """The constraints every obligation assumes, but the grid's (only the first `requires`
+        preconditions when that is given)."""
+        cons = [c for p, c in self.premises(True, True) if p.kind != "requires"] + self.scalar_range()
+        return cons + self.requires[:requires]
+
+    def admissibility(self, with_shapes: bool, size_cap: bool) -> Admissibility:
+        s = self.solver()
+        s.add(*self.scalar_range())
+        labels = {}
+        for i, (premise, c) in enumerate(self.premises(with_shapes, size_cap)):
+            lit = z3.Bool(f"admit.{i}")
+            s.add(z3.Implies(lit, c))
+            labels[lit] = premise
+        result = s.check(*labels)
+        if result == z3.sat:
+            return Admissibility("sat")
+        if result != z3.unsat:
+            return Admissibility("unknown", reason=self.gave_up(s))
+        core = list(s.unsat_core())
+        for lit in list(core):  # drop the premises the contradiction does not need
+            rest = [c for c in core if not c.eq(lit)]
+            if s.check(*rest) == z3.unsat:
+                core = rest
+        return Admissibility("unsat", [p for lit, p in labels.items() if any(lit.eq(c) for c in core)])
+
+    # -- the obligation --------------------------------------------------------------------------
+    def check(self) -> Launch:
+        own = self.admissibility(False, True)
+        given = self.admissibility(True, True) if self.shapes and own.status == "sat" else own
+        if given.status == "unsat":
+            # the kernel's own preconditions contradict: its bug; only the given shapes: no question asked
+            status = "violated" if given is own else "vacuous"
+            reason = f"no launch is admissible: {given.describe()}"
+            return Launch([self.contradiction(given, status)], vacuous=reason)
+        if given.status == "unknown":
+            return Launch([self.result("unknown", self.k.span, f"admissible sizes undecided: {given.reason}")])
+        divisions = _Divisions.find(self.k, self.terms, self.env)
+        # where the grid divides by zero its extents mean nothing: that division is reported instead
+        grid, never = self.check_grid([Z.Ne(d.divisor, 0) for d in divisions if d.scope == "grid"])
+        if never:
+            return Launch(grid, vacuous="the grid is empty for every admissible size")
+        return Launch(grid + [self.check_division(d) for d in divisions])
+
+    def contradiction(self, adm: Admissibility, status: str) -> ObligationResult:
+        reqs = adm.requires()
+        where = reqs[-1].span if reqs else self.k.span
+        return self.result(
+            status,
+            where,
+            f"no launch is admissible: {adm.describe()}",
+            witness={"requires": [{"line": p.span.line, "source": p.text} for p in reqs]} if reqs else {},
+            explanation=[p.describe() for p in adm.core],
+            hint="every other obligation would hold vacuously; correct the requires (or the shape)",
+        )
+
+    def check_grid(self, defined: list) -> tuple[list, bool]:
+        """The grid's result(s), and whether the grid is empty for every admissible launch (where
+        `defined`: its divisors are not 0)."""
+        spans = [g.span for g in self.k.grid if g.span.line > 0]
+        where = spans[0] if spans else self.k.span
+        t0 = time.perf_counter()
+        s = self.solver()
+        s.add(*self.admitted(), *defined)
+        s.add(Z.Or(*[Z.Lt(g, 1) for g in self.grid]))
+        found = s.check()
+        if found == z3.unsat:
+            return [self.result("proved", where, "every grid extent is at least 1 for every admissible size",
+                                seconds=time.perf_counter() - t0)], False
+        if found != z3.sat:
+            return [self.result("unknown", where, f"grid extents could not be checked: {self.gave_up(s)}")], False
+        empty = self.empty_grid(self.small_model(s), where)
+        empty.seconds = time.perf_counter() - t0
+        s = self.solver()
+        s.add(*self.admitted(), *defined, *[Z.Le(1, g) for g in self.grid])
+        return [empty], s.check() == z3.unsat
+
+    def empty_grid(self, model, where) -> ObligationResult:
+        extents = [model.eval(g, model_completion=True).as_long() for g in self.grid]
+        axis = next(i for i, x in enumerate(extents) if x < 1)
+        ext, text = self.k.grid[axis], fmt_iexpr(self.k.grid[axis])
+        if Z.const_value(self.grid[axis]) is None:
+            message = f"grid extent {text} is {extents[axis]}: the launch has no blocks"
+            witness = {**self.witness(model), "grid": extents}
+            hint = f"add `requires {text} >= 1` if such sizes are not to be launched"
+        else:
+            message = f"grid extent {text} is less than 1: no launch has any block"
+            witness, hint = {"grid": extents}, "a grid extent must be at least 1"
+        return self.result("violated", ext.span if ext.span.line > 0 else where, message, witness=witness, hint=hint)
+
+    def check_division(self, d: Division) -> ObligationResult:
+        t0 = time.perf_counter()
+        s = self.solver()
+        s.add(*self.admitted(d.scope if isinstance(d.scope, int) else None), *d.path, Z.Eq(d.divisor, 0))
+        if d.scope == "body":
+            s.add(*[Z.Le(1, g) for g in self.grid])
+        found = s.check()
+        text = fmt_iexpr(d.node.b)
+        if found == z3.unsat:
+            return self.result("proved", d.node.span, f"the divisor {text} is never 0",
+                               seconds=time.perf_counter() - t0)
+        if found != z3.sat:
+            return self.result("unknown", d.node.span, f"division by {text} could not be checked: {self.gave_up(s)}")
+        model = self.small_model(s)
+        w = self.witness(model)
+        at = ", ".join(f"{n} = {v}" for n, v in {**w["sizes"], **w.get("scalars", {})}.items())
+        if d.guard is not None:
+            return self.result(
+                "unknown",
+                d.node.span,
+                f"the divisor {text} is 0 for {at}, where the division may not run: it is under the "
+                f"condition at line {d.guard.line}, which depends on the thread, a block id or a loop variable",
+                witness=w,
+            )
+        return self.result(
+            "violated",
+            d.node.span,
+            f"division by zero: the divisor {text} is 0",
+            witness=w,
+            hint=f"add `requires {text} != 0` (or `>= 1`) if such sizes are not to be launched",
+            seconds=time.perf_counter() - t0,
+        )
+
+    # -- solving ---------------------------------------------------------------------------------
+    def solver(self):
+        s = z3.Solver()
+        s.set("timeout", max(1, int(self.timeout_s * 1000)))
+        return s
+
+    def gave_up(self, s) -> str:
+        return f"solver gave up after {self.timeout_s:g} s ({s.reason_unknown()})"
+
+    def small_model(self, s):
+        """The model of `s`, with sizes within the smallest of SMALL_SIZES that admits one."""
+        for bound in SMALL_SIZES:
+            s.push()
+            s.add(*[x <= bound for x in self.sizes.values()])
+            if s.check() == z3.sat:
+                model = s.model()
+                s.pop()
+                return model
+            s.pop()
+        s.check()
+        return s.model()
+
+    def witness(self, model) -> dict:
+        def values(terms):
+            return {n: model.eval(x, model_completion=True).as_long() for n, x in terms.items()}
+
+        w = {"sizes": values(self.sizes)}
+        if self.scalars:
+            w["scalars"] = values(self.scalars)
+        return w
+
+    def result(self, status, span, message, seconds=0.0, **fields) -> ObligationResult:
+        if status == "unknown":
+            fields.setdefault("detail", {"reason": message})
+        return ObligationResult("launch", status, span, message, seconds=seconds, **fields)
+
+
+class _SizeTerms(Visitor, families=("int_exprs",)):
+    """The Z3 term of an integer expression of sizes, scalars and constants, or None for one that
+    depends on anything else (the thread, a block id, a loop variable, a tag)."""
+
+    def __init__(self, kernel):
+        self.tagfns = {f.name: f for f in kernel.tagfns}
+
+    def term(self, e, env):
+        return self.visit(e, env)
+
+    def visit_IConst(self, e, env):
+        return Z.bv(e.value)
+
+    def visit_IVar(self, e, env):
+        return env.get(e.name)
+
+    def visit_ISpecial(self, e, env):
+        return env.get(e.which)  # num_blocks.*; the thread and block ids are not size expressions
+
+    def visit_IBin(self, e, env):
+        a, b = self.visit(e.a, env), self.visit(e.b, env)
+        return None if a is None or b is None else semantics.INT_OPS[e.op].z3(Z, a, b)
+
+    def visit_IUn(self, e, env):
+        a = self.visit(e.a, env)
+        return None if a is None else semantics.INT_UNARY[e.op].z3(Z, a)
+
+    def visit_ISelect(self, e, env):
+        c, a, b = self.visit(e.cond, env), self.visit(e.a, env), self.visit(e.b, env)
+        return None if c is None or a is None or b is None else Z.Ite(Z.i2b(c), a, b)
+
+    def visit_ICall(self, e, env):
+        fn = self.tagfns[e.fn]
+        args = [self.visit(a, env) for a in e.args]
+        if any(a is None for a in args):
+            return None
+        return self.visit(fn.body, {**env, **dict(zip(fn.params, args, strict=True))})
+
+    def visit_ITag(self, e, env):
+        return None
+
+    visit_ICoord = visit_ITag
+
+
+class _Divisions(Visitor, families=("statements",)):
+    """Every division whose divisor is a size expression, with the conditions under which it runs.
+
+    Integer lets of size expressions are followed (`nk = cdiv(K, BK)` then `range(0, nk)`); a let
+    assigned in a loop or a branch is no size expression after it, nor inside the loop."""
+
+    def __init__(self, terms):
+        self.terms = terms
+        self.found: list = []
+
+    @classmethod
+    def find(cls, kernel, terms, env) -> list:
+        walker = cls(terms)
+        for e in kernel.grid:
+            walker.scan(e, env, (), None, "grid")
+        for i, e in enumerate(kernel.requires):
+            walker.scan(e, env, (), None, i)
+        walker.body(kernel.body, dict(env), (), None)
+        return walker.found
+
+    def scan(self, e, env, path, guard, scope="body"):
+        for sub in ir.walk_iexpr(e):
+            if isinstance(sub, ir.IBin) and semantics.INT_OPS[sub.op].divides:
+                divisor = self.terms.term(sub.b, env)
+                if divisor is not None and Z.const_value(divisor) in (None, 0):  # constants != 0 are fine
+                    self.found.append(Division(sub, divisor, path, guard, scope))
+
+    def body(self, stmts, env, path, guard):
+        for s in stmts:
+            self.visit(s, env, path, guard)
+
+    def visit_Let(self, s, env, path, guard):
+        self.scan(s.value, env, path, guard)
+        value = self.terms.term(s.value, env)
+        if value is None:
+            env.pop(s.name, None)
+        else:
+            env[s.name] = value
+
+    def visit_If(self, s, env, path, guard):
+        self.scan(s.cond, env, path, guard)
+        c = self.terms.term(s.cond, env)
+        if c is None:
+            self.body(s.then, dict(env), path, guard or s.span)
+            self.body(s.orelse, dict(env), path, guard or s.span)
+        else:
+            self.body(s.then, dict(env), path + (Z.i2b(c),), guard)
+            self.body(s.orelse, dict(env), path + (Z.Not(Z.i2b(c)),), guard)
+        _forget_assigned(env, s.then + s.orelse)
+
+    def visit_For(self, s, env, path, guard):
+        self.scan(s.start, env, path, guard)
+        self.scan(s.stop, env, path, guard)
+        _forget_assigned(env, s.body)  # their values differ from one iteration to the next
+        lo, hi = self.terms.term(s.start, env), self.terms.term(s.stop, env)
+        if lo is None or hi is None:
+            self.body(s.body, dict(env), path, guard or s.span)
+        else:
+            runs = Z.Lt(lo, hi) if s.step > 0 else Z.Lt(hi, lo)
+            self.body(s.body, dict(env), path + (runs,), guard)
+
+    def visit_expressions(self, s, env, path, guard):
+        for e in _expressions(s):
+            self.scan(e, env, path, guard)
+
+    visit_Assign = visit_Store = visit_CopyAsync = visit_Assert = visit_expressions
+
+    def visit_nothing(self, s, env, path, guard):
+        pass
+
+    visit_SharedAlloc = visit_Commit = visit_Wait = visit_Barrier = visit_nothing
+
+
+def _forget_assigned(env, stmts) -> None:
+    for s in ir.walk_stmts(stmts):
+        if isinstance(s, ir.Let):
+            env.pop(s.name, None)
+
+
+def _expressions(node):
+    """The integer expressions an IR node holds (view starts, where=, shuffle lanes...), through
+    its fields: new fields of the IR are covered without a change here."""
+    if isinstance(node, INT_EXPRS):
+        yield node
+    elif isinstance(node, tuple):
+        for x in node:
+            yield from _expressions(x)
+    elif attrs.has(type(node)) and type(node).__module__ == ir.__name__:
+        for field in attrs.fields(type(node)):
+            yield from _expressions(getattr(node, field.name))

@@ -1,0 +1,7 @@
+"""Reference and default shapes for guarded_stage_barrier_inside.arg: a copy."""
+
+SHAPES = {"N": 1000}
+
+
+def reference(x):
+    return {"out": x.astype("float64")}

@@ -1,0 +1,7 @@
+"""Reference and default shapes for rowmax_zero_padding.arg: row maxima (specs/incoming/buggy/rowmax_reference.py)."""
+
+from rowmax_reference import make_inputs, reference
+
+SHAPES = {"M": 37, "N": 1000}
+
+__all__ = ["SHAPES", "make_inputs", "reference"]

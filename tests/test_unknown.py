@@ -1,0 +1,236 @@
+"""Every documented source of "unknown" (docs/verify.md, "Sources of unknown"), reproduced.
+
+Each entry is a small kernel and the reason the verifier gives for it today. When a limit is
+lifted, its test fails here, and the table in docs/verify.md is updated with it: the list cannot
+silently go stale. The docs table and SOURCES below must name the same cases.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from argus_verify import smt
+from argus_verify.diagnostics import ArgusError
+from argus_verify.frontend import compile_file, compile_source
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 10.0
+
+HEAD = """\
+kernel {name}(x: f32[N]) -> out: f32[N]:
+    grid(cdiv(N, 256))
+    block(256)
+    tag x[i] = (i,)
+    tag out[i] = (i,) once
+    base = block_id.x * 256
+"""
+
+# case -> (body after HEAD, obligation, the reason's text). Line numbers count HEAD's 6 lines.
+SOURCES = {
+    # a real bug (no wait before the read) that the verifier cannot decide
+    "commit_under_if": ("""\
+    sx = shared(f32[256])
+    copy_async(sx[0 : 256], x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    if N > 0:
+        commit()
+    barrier()
+    v = load(sx[0 : 256], tv=(256, 1):(1, 1))
+    store(out[base : base + 256], v, mask=True)
+""", "uninitialised-read", "async-copy groups cannot be counted exactly (commit() under an if at line 9)"),
+    "commit_in_loop_with_dependent_bounds": ("""\
+    sx = shared(f32[256])
+    for i in range(2):
+        for j in range(i, 2):
+            copy_async(sx[0 : 256], x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+            commit()
+            wait(0)
+            barrier()
+    v = load(sx[0 : 256], tv=(256, 1):(1, 1))
+    store(out[base : base + 256], v, mask=True)
+""", "uninitialised-read", "a loop whose bounds depend on an outer loop contains commit() (line 9)"),
+    "thread_dependent_output_view": ("""\
+    xs = load(x[base + thread_id : base + thread_id + 1], tv=(256, 1):(0, 0), mask=True)
+    store(out[base + thread_id : base + thread_id + 1], xs, mask=True)
+""", "output-once", "coverage of out is beyond the encoding: the store's view depends on the thread (line 8)"),
+    "output_start_not_affine": ("""\
+    b2 = (block_id.x // 2) * 512 + (block_id.x % 2) * 256
+    xs = load(x[b2 : b2 + 256], tv=(256, 1):(1, 1), mask=True)
+    store(out[b2 : b2 + 256], xs, mask=True)
+""", "output-once", "the start of dimension 0 of the store is not affine (line 9)"),
+    "output_start_mixes_block_ids": ("""\
+    b2 = block_id.x * 512 + block_id.y * 256
+    xs = load(x[b2 : b2 + 256], tv=(256, 1):(1, 1), mask=True)
+    store(out[b2 : b2 + 256], xs, mask=True)
+""", "output-once", "dimension 0 of the store mixes several block ids / loop variables"),
+    "output_blocks_in_reverse": ("""\
+    b2 = N - 256 - block_id.x * 256
+    xs = load(x[b2 : b2 + 256], tv=(256, 1):(1, 1), mask=True)
+    store(out[b2 : b2 + 256], xs, mask=True)
+""", "output-once", "a block id or loop variable is used in several dimensions (or negatively)"),
+    "store_under_thread_and_size_condition": ("""\
+    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    if base + thread_id < N:
+        store(out[base : base + 256], xs, mask=True)
+""", "output-once", "the store's condition mixes the thread with other values (line 9)"),
+    "where_mixes_thread_and_size": ("""\
+    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    store(out[base : base + 256], xs, mask=True, where=base + thread_id < N)
+""", "output-once", "where= mixes the thread with other values (line 8)"),
+    "overlapping_output_tiles": ("""\
+    b2 = block_id.x * 128
+    xs = load(x[b2 : b2 + 256], tv=(256, 1):(1, 1), mask=True)
+    store(out[b2 : b2 + 256], xs, mask=True, where=thread_id < 128)
+""", "output-once", "tiles overlap, so the element may be written by another block"),
+    "loop_carried_value_widened": ("""\
+    v = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    for i in range(N):
+        if i == 5:
+            v = shfl_xor(v, 1)
+    store(out[base : base + 256], v, mask=True)
+""", "output-contract", "loop-carried 'v' (line 8) is followed 2 iterations back; older values are unknown"),
+    "value_of_a_loop_that_may_not_run": ("""\
+    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    for i in range(N - 1):
+        k = base
+    store(out[k : k + 256], xs, mask=True)
+""", "output-contract", "integer 'i'-loop value used after a loop that may run zero times"),
+    "reduction_mixes_tagged_and_untagged": ("""\
+    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    sx = shared(f32[2, 256])
+    store(sx[0, 0 : 256], xs)
+    store(sx[1, 0 : 256], zeros(f32[256], tv=(256, 1):(1, 1)))
+    barrier()
+    both = load(sx[0 : 2, 0 : 256], tv=(256, (1, 2)):(1, (1, 256)))
+    s = reduce_sum(both, axis=0)
+""", "tag-assertion", "the combined elements agree but mix tagged and untagged (or `*`) elements"),
+    "launch_division_under_thread_condition": ("""\
+    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    if thread_id < 128:
+        q = thread_id // (N - 3)
+    store(out[base : base + 256], xs, mask=True)
+""", "launch", "where the division may not run: it is under the condition at line 8"),
+}
+
+# the verifier's own limits that no small kernel states: (case, how it is reproduced)
+SOLVER_LIMIT = "solver_time_limit"
+INTERNAL_ERROR = "internal_verifier_error"
+# limits that should give unknown but give something else today (strict xfail: fixing one fails here)
+WRONG_TODAY = {
+    "smem_loop_deeper_than_the_encoding": ("""\
+    sx = shared(f32[256])
+    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    store(sx[0 : 256], xs)
+    barrier()
+    for i in range(N):
+        v = load(sx[0 : 256], tv=(256, 1):(1, 1))
+        barrier()
+        store(sx[0 : 256], v)
+        barrier()
+    w = load(sx[0 : 256], tv=(256, 1):(1, 1))
+    store(out[base : base + 256], w, mask=True)
+""", "output-contract", "data flows through shared memory around a loop more deeply than the encoding follows"),
+}
+FALSE_ALARMS = {  # correct kernels reported violated today (a witness that does not reproduce)
+    "wait_under_thread_condition": """\
+    sx = shared(f32[256])
+    copy_async(sx[0 : 256], x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    commit()
+    if thread_id < 256:
+        wait(0)
+    barrier()
+    v = load(sx[0 : 256], tv=(256, 1):(1, 1))
+    store(out[base : base + 256], v, mask=True)
+""",
+    "broadcast_shared_layout": """\
+    sx = shared(f32[2, 256], layout=(2, 256):(0, 1))
+    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    store(sx[0, 0 : 256], xs)
+    barrier()
+    v = load(sx[1, 0 : 256], tv=(256, 1):(1, 1))
+    store(out[base : base + 256], v, mask=True)
+""",
+}
+# sources handled before the verifier: the front end refuses the construct
+FRONT_END = {
+    "layout_changes_in_a_branch": ("""\
+    v = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    if N > 5:
+        v = load(x[base : base + 256], tv=(256, 1):(1, 0), mask=True)
+    store(out[base : base + 256], v, mask=True)
+""", "cannot reassign it with another thread-value layout"),
+    "layout_changes_in_a_loop": ("""\
+    v = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    for i in range(N):
+        v = load(x[base : base + 256], tv=(256, 1):(1, 0), mask=True)
+    store(out[base : base + 256], v, mask=True)
+""", "cannot reassign it with another thread-value layout"),
+}
+
+
+def kernel(name: str, body: str):
+    return compile_source(HEAD.format(name=name) + body, f"{name}.arg")
+
+
+def unknown_reasons(rep, obligation) -> list[str]:
+    return [r.message for r in rep.unknowns() if r.obligation == obligation]
+
+
+@pytest.mark.parametrize("case", list(SOURCES))
+def test_source_of_unknown_is_reproduced_with_its_reason(case):
+    body, obligation, reason = SOURCES[case]
+    rep = smt.verify(kernel(case, body), timeout_s=TIMEOUT)
+    reasons = unknown_reasons(rep, obligation)
+    assert any(reason in m for m in reasons), rep.render_text()
+    assert rep.exit_code in (1, 3)
+
+
+def test_solver_time_limit_is_named_with_its_value():
+    rep = smt.verify(compile_file(ROOT / "specs" / "gemm_simt.arg"), timeout_s=0.001, checks=("output-contract",))
+    assert any("solver gave up after 0.001 s" in m for m in unknown_reasons(rep, "output-contract")), rep.render_text()
+
+
+def test_internal_error_is_unknown_never_proved(monkeypatch):
+    from argus_verify.smt import analysis
+
+    def broken(self, timeout_s):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(analysis.Analysis, "finish", broken)
+    rep = smt.verify(compile_file(ROOT / "specs" / "vecadd.arg"), timeout_s=TIMEOUT)
+    assert rep.exit_code == 3 and rep.unknowns()
+    assert all(r.status == "unknown" for r in rep.results if r.obligation != "launch")
+    assert all(r.message == "internal verifier error: RuntimeError: boom" for r in rep.unknowns())
+
+
+@pytest.mark.xfail(strict=True, reason="the widening's reason is built from the analysis's notes, which this one "
+                                       "does not join: the message ends in an empty reason")
+@pytest.mark.parametrize("case", list(WRONG_TODAY))
+def test_unknown_with_an_empty_reason_today(case):
+    body, obligation, reason = WRONG_TODAY[case]
+    rep = smt.verify(kernel(case, body), timeout_s=TIMEOUT, checks=(obligation,))
+    assert any(reason in m for m in unknown_reasons(rep, obligation)), rep.render_text()
+
+
+@pytest.mark.xfail(strict=True, reason="the verifier reports these correct kernels as violated (uninitialised-read)")
+@pytest.mark.parametrize("case", list(FALSE_ALARMS))
+def test_false_alarm_today(case):
+    rep = smt.verify(kernel(case, FALSE_ALARMS[case]), timeout_s=TIMEOUT, checks=("uninitialised-read",))
+    assert not rep.violations(), rep.render_text()
+
+
+@pytest.mark.parametrize("case", list(FRONT_END))
+def test_source_handled_by_the_front_end(case):
+    body, message = FRONT_END[case]
+    with pytest.raises(ArgusError, match=re.escape(message)):
+        kernel(case, body)
+
+
+def test_docs_list_exactly_these_sources():
+    text = (ROOT / "docs" / "verify.md").read_text()
+    section = text.split("## Sources of unknown", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `([a-z_]+)` \|", section, re.M))
+    cases = {*SOURCES, *WRONG_TODAY, *FALSE_ALARMS, *FRONT_END, SOLVER_LIMIT, INTERNAL_ERROR}
+    assert listed == cases
