@@ -233,6 +233,8 @@ FLOAT_UNARY: dict[str, FloatUnary] = {o.name: o for o in (
                {"lg2.approx.ftz.f32": np.log2}, doc="natural logarithm, as log2(x) ln 2 (approximate on the GPU)"),
     FloatUnary("rsqrt", _rsqrt, {"f32": ["rsqrt.approx.ftz.f32 {d}, {a};"]}, {"rsqrt.approx.ftz.f32": _rsqrt},
                doc="1 / sqrt(x) (approximate on the GPU)"),
+    FloatUnary("tanh", np.tanh, {"f32": ["tanh.approx.f32 {d}, {a};"]}, {"tanh.approx.f32": np.tanh},
+               doc="hyperbolic tangent (approximate on the GPU)"),
 )}
 
 
