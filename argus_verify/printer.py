@@ -192,6 +192,8 @@ def format_kernel(k: ir.Kernel) -> str:
         lines.append(f"  tag {t.tensor}[{', '.join(t.index_vars)}] = ({comps}){' once' if t.once else ''}")
     for f in k.tagfns:
         lines.append(f"  tagfn {f.name}({', '.join(f.params)}) = {fmt_iexpr(f.body)}")
+    for c in k.contracts:
+        lines.append(f"  contract {c.tensor}[{', '.join(c.index_vars)}] = {fmt_cexpr(c.expr)}")
     lines.append("  body:")
     for s in k.body:
         lines += fmt_stmt(s)
@@ -217,7 +219,29 @@ def kernel_json(k: ir.Kernel) -> dict:
         "params": [{"name": p.name, "dtype": p.dtype, "output": getattr(p, "output", False),
                     "shape": [fmt_iexpr(d) for d in getattr(p, "shape", ())]} for p in k.params],
         "requires": [fmt_iexpr(r) for r in k.requires],
+        "contracts": [{"tensor": c.tensor, "index": list(c.index_vars), "expr": fmt_cexpr(c.expr)}
+                      for c in k.contracts],
         "tags": [{"tensor": t.tensor, "index": list(t.index_vars),
                   "components": [fmt_iexpr(c) for c in t.components], "once": t.once} for t in k.tags],
         "body": [stmt(s) for s in k.body],
     }
+
+
+def fmt_cexpr(e, parent_prec: int = 0) -> str:
+    """A contract expression in the language's own syntax (fully parenthesised where needed)."""
+    if isinstance(e, ir.CElem):
+        return f"{e.tensor}[{', '.join(e.indices)}]"
+    if isinstance(e, ir.CReduce):
+        return f"{e.op}({fmt_cexpr(e.body)} for {e.var})"
+    if isinstance(e, ir.CUn):
+        return f"-{fmt_cexpr(e.a, 3)}" if e.op == "neg" else f"{e.op}({fmt_cexpr(e.a)})"
+    if isinstance(e, ir.CBin):
+        if e.op.isalpha():
+            return f"{e.op}({fmt_cexpr(e.a)}, {fmt_cexpr(e.b)})"
+        prec = 1 if e.op in "+-" else 2
+        text = f"{fmt_cexpr(e.a, prec)} {e.op} {fmt_cexpr(e.b, prec + 1)}"
+        return f"({text})" if prec < parent_prec else text
+    if isinstance(e, ir.CConst):
+        return repr(e.value) if e.value == e.value and abs(e.value) != float("inf") else (
+            "nan" if e.value != e.value else ("inf" if e.value > 0 else "-inf"))
+    raise TypeError(f"not a contract expression: {e!r}")

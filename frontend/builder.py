@@ -41,6 +41,7 @@ class KernelBuilder:
         self.requires: list = []
         self.policies: list = []
         self.tags: list[ir.TagDecl] = []
+        self.contracts: list[ir.Contract] = []
         self.tmp = 0
         self.out: list = []  # statement list being filled
         self.loop_vars: set[str] = set()

@@ -9,7 +9,7 @@ from lark import Tree
 
 from argus_verify import ir
 from argus_verify.diagnostics import SOURCES
-from argus_verify.frontend import calls, header
+from argus_verify.frontend import calls, contracts, header
 from argus_verify.frontend.arguments import CallSite, call_site
 from argus_verify.frontend.values import (
     RESERVED,
@@ -216,7 +216,7 @@ def _pass(b: KernelBuilder, n: Tree):
 _STATEMENTS = {
     "expr_stmt": expression_statement, "assign": assign, "tag_decl": header.tag_decl, "assert_stmt": assert_statement,
     "requires_stmt": header.requires, "pass_stmt": _pass, "tagfn_inline": tagfn_statement, "for_stmt": for_statement,
-    "if_stmt": if_statement,
+    "if_stmt": if_statement, "contract_decl": contracts.contract_decl,
 }
 
 LOOP_HANDLERS = {"range": iteration_space}

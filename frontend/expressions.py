@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from argus_verify import ir
-from argus_verify.frontend import calls, compute, header, integers, layouts, views
+from argus_verify.frontend import calls, compute, contracts, header, integers, layouts, views
 from argus_verify.frontend.values import (
     DTYPES,
     DTypeVal,
@@ -215,4 +215,5 @@ _KINDS = {
     "call": calls.call, "subscript": views.subscript, "neg": negation, "binop": binary_operator,
     "binop_or": binary_operator, "binop_xor": binary_operator, "binop_and": binary_operator, "compare": comparison,
     "and_op": logical, "or_op": logical, "not_op": logical_not, "ternary": conditional,
+    "generator_call": contracts.outside_contract,
 }

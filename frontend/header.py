@@ -203,7 +203,8 @@ def _tag_component(b: KernelBuilder, c) -> ir.IExpr:
 def kernel_ir(b: KernelBuilder, name_tok, body: list) -> ir.Kernel:
     return ir.Kernel(
         name=b.kname, params=tuple(b.params), consts=tuple(b.consts.items()), sizes=tuple(b.sizes),
-        requires=tuple(b.requires), grid=b.grid, block=b.block, tags=tuple(b.tags), tagfns=tuple(b.tagfns.values()),
+        requires=tuple(b.requires), grid=b.grid, block=b.block, tags=tuple(b.tags), contracts=tuple(b.contracts),
+        tagfns=tuple(b.tagfns.values()),
         body=tuple(body), source_file=b.file, span=b.sp(name_tok), policies=tuple(b.policies))
 
 
