@@ -63,6 +63,7 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     launch = _check_launch(kernel, shapes, timeout_s)
     if launch.vacuous:
         vacuity.mark_vacuous(report.results, launch.vacuous)
+    report.results += _reductions(kernel, timeout_s, want)
     if "launch" in want:
         report.results[:0] = [r for r in launch.results if SHOW_PROVED_LAUNCH or r.status != "proved"]
     if shapes:
@@ -85,6 +86,20 @@ def _check_launch(kernel, shapes, timeout_s) -> vacuity.Launch:
         return vacuity.Launch(
             [ObligationResult("launch", "unknown", kernel.span, message, detail={"reason": traceback.format_exc()})]
         )
+
+
+def _reductions(kernel, timeout_s, want) -> list:
+    """The contract obligations (after the others: their Z3 terms must not renumber theirs)."""
+    from argus_verify.smt.obligations.reductions import check_reductions
+
+    names = {"reduction-coverage", "reduction-operator", "padding"}
+    if not names & want:
+        return []
+    try:
+        return [r for r in check_reductions(kernel, timeout_s) if r.obligation in want]
+    except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
+        return [ObligationResult(n, "unknown", kernel.span, f"internal verifier error: {type(e).__name__}: {e}",
+                                 detail={"reason": traceback.format_exc()}) for n in sorted(names & want)]
 
 
 def _obligations(kernel, timeout_s, shapes, want, jobs) -> tuple[list, list]:

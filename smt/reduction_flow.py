@@ -86,6 +86,7 @@ class ReductionFlow:
         self.shared: dict[str, Flow] = {}
         self.allocs: dict[str, ir.SharedAlloc] = {}
         self._seen: set = set()
+        self.pad_sites: dict = {}
         env: dict = {}
         self.walk(kernel.body, env, loops=())
 
@@ -108,7 +109,7 @@ class ReductionFlow:
             elif isinstance(s, ir.CopyAsync):
                 # cp.async zero-fills the elements its mask leaves out
                 rank = len(s.src.tile)
-                src = self.load(ir.Load(s.src, s.tv, s.mask, 0.0), rank, loops)
+                src = self.load(ir.Load(s.src, s.tv, s.mask, 0.0), rank, loops, s.span)
                 self.store_shared(s.dst, src)
             elif isinstance(s, ir.For):
                 self.loop(s, env, loops)
@@ -185,7 +186,7 @@ class ReductionFlow:
         op = s.op
         rank = len(s.type.tile)
         if isinstance(op, ir.Load):
-            return self.load(op, rank, loops)
+            return self.load(op, rank, loops, s.span)
         if isinstance(op, ir.Full):
             return Flow((None,) * rank, const=float(op.value))
         if isinstance(op, ir.Elementwise):
@@ -202,7 +203,7 @@ class ReductionFlow:
             return env[op.arg]
         return Flow((None,) * rank)
 
-    def load(self, op: ir.Load, rank: int, loops) -> Flow:
+    def load(self, op: ir.Load, rank: int, loops, span=None) -> Flow:
         view = op.src
         if view.space == "shared":
             held = self.shared.get(view.base)
@@ -213,6 +214,8 @@ class ReductionFlow:
             return attrs.evolve(held, axes=axes)
         axes = tuple(Origin(view.base, d) for d in view.tile_axes())
         padding = tuple((o, float(op.other)) for o in axes) if op.mask else ()
+        for o in axes if op.mask and span is not None else ():
+            self.pad_sites.setdefault((o, float(op.other)), span)  # where a padding value comes from
         return Flow(axes, padding=padding)
 
     def elementwise(self, s, op: ir.Elementwise, env, rank) -> Flow:
@@ -265,9 +268,11 @@ class ReductionFlow:
             identity = semantics.REDUCE_OPS[op.op].identity
             if padded and (value is None or value != identity):
                 what = "an unknown value" if value is None else f"{value:g}"
-                self.report("padding", s.span,
-                            f"reduce_{op.op} combines elements of {origin.tensor} beyond its dimension {origin.dim} "
-                            f"that masked loads padded with {what}, not the identity of {op.op} ({identity:g})",
+                site = self.pad_sites.get((origin, value), s.span)
+                self.report("padding", site,
+                            f"reduce_{op.op} (line {s.span.line}) combines elements of {origin.tensor} beyond its "
+                            f"dimension {origin.dim} that this masked load pads with {what}, not the identity of "
+                            f"{op.op} ({identity:g})",
                             f"pad with other={_literal(identity)} in the masked load, or keep padded elements out "
                             "of the reduction", value=value, identity=identity)
         padding = tuple((o, v) for o, v in src.padding if o != origin)

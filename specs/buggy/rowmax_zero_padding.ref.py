@@ -1,4 +1,4 @@
-"""Reference and default shapes for rowmax_zero_padding.arg: row maxima (specs/incoming/buggy/rowmax_reference.py)."""
+"""Reference and default shapes for rowmax_zero_padding.arg: row maxima (specs/buggy/rowmax_reference.py)."""
 
 from rowmax_reference import make_inputs, reference
 

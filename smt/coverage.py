@@ -1,0 +1,818 @@
+"""Every element exactly once: how many times each input element enters each reduction.
+
+For every reduction a contract names (`out[i] = sum(x[i, j] for j)`: a sum along x's dimension
+1), this pass follows the block's threads concretely (the block size, layouts, shuffles and
+shared-memory addresses are compile-time values) and counts, for every value every thread holds,
+how often each position of one *window* of the reduced dimension has been combined into it. A
+window is what one iteration of the loop that walks the dimension covers (or the whole tile when
+no loop does). Because every iteration combines the same pattern of window positions, the counts
+of one iteration are those of every iteration; the loop's range is then checked with the solver,
+for every size the `requires` allow, to tile the dimension from 0 without a gap.
+
+Tags (smt/obligations) already prove that a reduction only combines elements of the right row;
+this pass proves the multiplicity: 1 for every element for a sum, at least 1 for max and min. It
+follows only what reaches an output: a lane whose incomplete partial is discarded is no error.
+
+Anything outside this model (a reduction split across blocks, data carried between iterations in
+registers or shared memory, guards that depend on sizes, tensor-core atoms) makes the obligation
+unknown with the construct and its line: never proved.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+import z3
+
+from argus_verify import ir, semantics
+from argus_verify.diagnostics import Span
+
+
+class Unsupported(Exception):
+    def __init__(self, reason: str, span: Span | None):
+        super().__init__(reason)
+        self.reason, self.span = reason, span
+
+
+@attrs.frozen
+class Key:
+    tensor: str
+    dim: int
+
+
+@attrs.frozen
+class Problem:
+    """An incomplete reduction: at `span` (where the chain of combines ended), thread `thread`'s
+    value `value` combined window position `offset` of `key` `count` times."""
+
+    key: Key
+    op: str
+    span: Span
+    thread: int
+    value: int
+    offset: int
+    count: int
+
+
+@attrs.frozen
+class Entry:
+    op: str | None  # None: an element not yet combined; else the reduction combining it
+    counts: np.ndarray  # [threads, values, window] int32
+
+
+@attrs.frozen
+class Prov:
+    entries: dict  # Key -> Entry
+    axes: tuple  # per tile axis: Key | None (which input dimension it walks)
+    bad: np.ndarray  # [threads, values] int: -1, or the index of a Problem this value depends on
+
+
+@attrs.frozen
+class Anchor:
+    """`assert tag(f)[c] == coef * kt + coord(f)[axis] + rest`, proved by the tag-assertion
+    obligation: f holds, at every iteration of loop kt, the elements coef * kt + coordinate + rest
+    of the reduced dimension; coverage starts from f instead of following the data through the
+    pipeline's stages."""
+
+    key: Key
+    frag: str
+    axis: int
+    coef: int
+    loop: ir.For
+    rest: ir.IExpr
+
+
+@attrs.frozen
+class Window:
+    size: int
+    loop: ir.For | None
+    coef: int  # the dimension's start advances by coef * (loop variable)
+
+
+class Coverage:
+    """Run over `kernel` for the reductions of its contracts; `problems` lists the incomplete
+    ones that reach an output, `loop_checks` the windows whose loops the solver must check."""
+
+    def __init__(self, kernel: ir.Kernel):
+        self.k = kernel
+        self.B = kernel.block
+        self.tid = np.arange(self.B)
+        self.keys = _contract_keys(kernel)
+        self.windows: dict[Key, Window] = {}
+        self.problems: list[Problem] = []
+        self.reported: list[int] = []  # problems that reach an output
+        self.shared: dict[str, dict] = {}
+        self.allocs: dict[str, ir.SharedAlloc] = {}
+        self.frag_types: dict[str, ir.FragType] = {}
+        self.scope = object()  # which pass over a loop body wrote a shared cell
+        self.lets: dict[str, ir.IExpr] = {}  # integer names, expanded where they are used
+        if not self.keys:
+            return
+        self.anchors: dict[str, Anchor] = {}
+        self.find_anchors(kernel.body, ())
+        self.lets = {}
+        self.find_windows(kernel.body, ())
+        for a in self.anchors.values():
+            self.windows[a.key] = Window(a.coef * a.loop.step, a.loop, a.coef)
+        self.lets = {}
+        env: dict = {}
+        self.walk(kernel.body, env, None, np.ones(self.B, bool))
+
+    # -- anchors: fragments whose elements a proved tag assertion names ------------------------
+    def find_anchors(self, body, loops):
+        for s in body:
+            if isinstance(s, ir.Let):
+                self.lets[s.name] = subst(s.value, self.lets)
+            elif isinstance(s, ir.Assert) and loops:
+                a = self.anchor_of(s, loops[-1])
+                if a is not None:
+                    self.anchors[a.frag] = a
+            elif isinstance(s, ir.For):
+                self.find_anchors(s.body, loops + (s,))
+            elif isinstance(s, ir.If):
+                self.find_anchors(s.then, loops)
+                self.find_anchors(s.orelse, loops)
+
+    def anchor_of(self, s: ir.Assert, loop: ir.For) -> Anchor | None:
+        c = s.cond
+        if not (isinstance(c, ir.IBin) and c.op == "=="):
+            return None
+        for lhs, rhs in ((c.a, c.b), (c.b, c.a)):
+            if not isinstance(lhs, ir.ITag):
+                continue
+            coord = _single_coord(rhs, lhs.frag)
+            if coord is None:
+                continue
+            rest = subst(_drop_coord(rhs), self.lets)
+            try:
+                coef, rest = _affine_in(rest, loop.var, s.span)
+            except Unsupported:
+                return None
+            for key in self.keys:
+                decl = self.k.tag_of(key.tensor)
+                if (decl is not None and lhs.component < len(decl.components)
+                        and decl.components[lhs.component] == ir.IVar(decl.index_vars[key.dim])
+                        and self.holds(lhs.frag, key.tensor)):
+                    return Anchor(key, lhs.frag, coord.axis, coef, loop, rest) if coef > 0 else None
+        return None
+
+    def holds(self, frag: str, tensor: str) -> bool:
+        """Whether fragment `frag` can hold elements of `tensor` (and of no other input): by the
+        tensors whose data reaches the shared buffer or global view it is loaded from."""
+        srcs = _sources(self.k.body)
+        return srcs.get(frag) == {tensor}
+
+    # -- windows: which loop walks each reduced dimension ----------------------------------------
+    def find_windows(self, body, loops):
+        for s in body:
+            if isinstance(s, ir.Let):
+                self.lets[s.name] = subst(s.value, self.lets)
+            src = None
+            if isinstance(s, ir.Assign) and isinstance(s.op, ir.Load) and s.op.src.space == "global":
+                src = s.op.src
+            elif isinstance(s, ir.CopyAsync) and s.src.space == "global":
+                src = s.src
+            if src is not None:
+                for key in self.keys:
+                    if key.tensor == src.base and not self.anchored(key):
+                        self.note_window(key, src, loops, s.span)
+            if isinstance(s, ir.For):
+                self.find_windows(s.body, loops + (s,))
+            elif isinstance(s, ir.If):
+                self.find_windows(s.then, loops)
+                self.find_windows(s.orelse, loops)
+
+    def anchored(self, key: Key) -> bool:
+        return any(a.key == key for a in self.anchors.values())
+
+    def note_window(self, key: Key, view: ir.View, loops, span):
+        sl = view.index[key.dim]
+        start = subst(sl.start if isinstance(sl, ir.Slice) else sl.index, self.lets)
+        extent = sl.extent if isinstance(sl, ir.Slice) else 1
+        found = None
+        for loop in loops:
+            coef, _ = _affine_in(start, loop.var, span)
+            if coef:
+                if found is not None:
+                    raise Unsupported(f"{key.tensor}'s dimension {key.dim} is walked by two nested loops", span)
+                found = (loop, coef)
+        old = self.windows.get(key)
+        if found is None:
+            w = Window(extent, None, 0)
+        else:
+            loop, coef = found
+            w = Window(coef * loop.step, loop, coef)
+        if old is not None and (old.loop is not w.loop or old.coef != w.coef):
+            raise Unsupported(f"{key.tensor}'s dimension {key.dim} is read both inside and outside the loop that "
+                              "walks it (a peeled or prefetched tile)", span)
+        if old is not None and w.loop is None:
+            w = Window(max(old.size, w.size), None, 0)
+        self.windows[key] = w
+
+    # -- statements ----------------------------------------------------------------------------
+    def walk(self, body, env, loop, active):
+        for s in body:
+            if isinstance(s, ir.Let):
+                self.lets[s.name] = subst(s.value, self.lets)
+            elif isinstance(s, ir.Assign):
+                self.frag_types[s.name] = s.type
+                env[s.name] = self.assign(s, env, loop)
+            elif isinstance(s, ir.SharedAlloc):
+                self.allocs[s.name] = s
+                self.shared[s.name] = {}
+            elif isinstance(s, ir.Store):
+                self.store(s, env, loop, active)
+            elif isinstance(s, ir.CopyAsync):
+                prov = self.load_global(s.src, s.tv, s.span, loop)
+                typ = ir.FragType("f32", s.tv)
+                self.write_shared(s.dst, prov, typ, np.broadcast_to(active, (self.B,)), s.span)
+            elif isinstance(s, ir.For):
+                self.loop(s, env, active)
+            elif isinstance(s, ir.If):
+                self.branch(s, env, loop, active)
+
+    def loop(self, s: ir.For, env, active):
+        before = dict(env)
+        carried = [n for n in _assigned(s.body) if n in before]
+        for name in carried:
+            prov = before[name]
+            if any(e.op is not None or e.counts.any() for e in prov.entries.values()):
+                raise Unsupported(f"'{name}' enters the loop at line {s.span.line} already holding part of a "
+                                  "reduction", s.span)
+        outer, self.scope = self.scope, object()  # shared data written before this iteration is stale
+        body_env = dict(env)
+        self.walk(s.body, body_env, s, active)
+        self.scope = outer
+        for name in carried:
+            self.check_accumulator(s, name, body_env[name])
+        env.update(body_env)
+
+    def check_accumulator(self, loop: ir.For, name: str, prov: Prov):
+        """A value carried around the loop may hold reduction data only as an accumulator:
+        `acc = acc (+) e` or `acc = mma(a, b, acc)`, its one assignment in the body."""
+        if not any(e.op is not None or e.counts.any() for e in prov.entries.values()):
+            return
+        assigns = [st for st in _walk_stmts(loop.body) if isinstance(st, ir.Assign) and st.name == name]
+        ok = len(assigns) == 1 and assigns[0] in loop.body
+        if ok:
+            op = assigns[0].op
+            if isinstance(op, ir.Elementwise):
+                entry = semantics.FLOAT_BINARY.get(op.op)
+                ok = (len(op.args) == 2 and name in op.args and op.args.count(name) == 1 and entry is not None
+                      and entry.combines in semantics.REDUCE_OPS)
+            else:
+                ok = isinstance(op, ir.Mma) and op.c == name and name not in (op.a, op.b)
+        if ok:
+            reads = [st for st in _walk_stmts(loop.body) if st is not assigns[0] and name in _reads(st)]
+            ok = not reads
+        if not ok:
+            raise Unsupported(f"'{name}' carries part of a reduction from one iteration of the loop at line "
+                              f"{loop.span.line} to the next other than as an accumulator (acc = acc + e)",
+                              assigns[0].span if assigns else loop.span)
+
+    def branch(self, s: ir.If, env, loop, active):
+        try:
+            cond = self.per_thread(s.cond, loop, s.span, "the condition")
+        except Unsupported:
+            return self.opaque_branch(s, env, loop, active)
+        then_env, else_env = dict(env), dict(env)
+        self.walk(s.then, then_env, loop, active & cond)
+        self.walk(s.orelse, else_env, loop, active & ~cond)
+        for name in set(then_env) | set(else_env):
+            a, b = then_env.get(name), else_env.get(name)
+            if a is b or b is None or a is None:
+                env[name] = a if b is None else b
+                continue
+            env[name] = _select(cond, a, b)
+
+    def opaque_branch(self, s: ir.If, env, loop, active):
+        """A branch on sizes or loop counters: allowed only where neither side moves reduction data."""
+        before = {buf: dict(cells) for buf, cells in self.shared.items()}
+        for side in (s.then, s.orelse):
+            side_env = dict(env)
+            self.walk(side, side_env, loop, active)
+            moved = [n for n, p in side_env.items() if env.get(n) is not p and p.entries]
+            moved += [buf for buf, cells in self.shared.items()
+                      if any(c[0] for k, c in cells.items() if before.get(buf, {}).get(k) is not c)]
+            if moved:
+                raise Unsupported(f"reduction data ({moved[0]}) moves under a condition on sizes or loop counters",
+                                  s.span)
+            for n, p in side_env.items():
+                env.setdefault(n, p)
+
+    # -- integer values: per thread, or unsupported --------------------------------------------
+    def per_thread(self, e: ir.IExpr, loop, span, what) -> np.ndarray:
+        try:
+            return np.broadcast_to(np.asarray(_eval_threads(subst(e, self.lets), self.B, self.k)), (self.B,))
+        except KeyError as err:
+            raise Unsupported(f"{what} depends on {err.args[0]}, not only on the thread", span) from None
+
+    # -- fragments -----------------------------------------------------------------------------
+    def empty(self, typ: ir.FragType) -> Prov:
+        return Prov({}, (None,) * len(typ.tile), np.full((self.B, typ.values), -1))
+
+    def assign(self, s: ir.Assign, env, loop) -> Prov:
+        op, typ = s.op, s.type
+        anchor = self.anchors.get(s.name)
+        if anchor is not None:
+            return self.anchored_leaf(s, anchor, loop)
+        if isinstance(op, ir.Load):
+            if op.src.space == "global":
+                return self.load_global(op.src, op.tv, s.span, loop)
+            return self.read_shared(op.src, typ, s.span)
+        if isinstance(op, ir.Full):
+            return self.empty(typ)
+        if isinstance(op, ir.Elementwise):
+            return self.elementwise(s, op, env)
+        if isinstance(op, ir.Cast):
+            return env[op.arg]
+        if isinstance(op, ir.Relabel):
+            src = env[op.arg]
+            axes = tuple(reversed(src.axes)) if isinstance(typ.coords, ir.Transposed) else (None,) * len(typ.tile)
+            return attrs.evolve(src, axes=axes)
+        if isinstance(op, ir.Reduce):
+            return self.reduce(s, op, env[op.arg])
+        if isinstance(op, ir.Shuffle):
+            return self.shuffle(s, op, env[op.arg], loop)
+        if isinstance(op, ir.Mma):
+            return self.mma(s, op, env)
+        raise Unsupported(f"{type(op).__name__} is beyond the coverage analysis", s.span)
+
+    def anchored_leaf(self, s: ir.Assign, a: Anchor, loop) -> Prov:
+        if loop is not a.loop:
+            raise Unsupported(f"'{s.name}' is assigned outside the loop of its tag assertion", s.span)
+        coords = s.type.coords.coord_table()
+        base = self.per_thread(a.rest, loop, s.span, "the tag assertion's offset")
+        offs = base[:, None] + coords[:, :, a.axis]
+        w = self.windows[a.key]
+        if offs.min() < 0 or offs.max() >= w.size:
+            raise Unsupported(f"the tag assertion on '{s.name}' names elements outside one step of the loop", s.span)
+        counts = np.zeros((self.B, s.type.values, w.size), np.int32)
+        np.put_along_axis(counts, offs[..., None].astype(np.int64), 1, axis=-1)
+        axes = [None] * len(s.type.tile)
+        axes[a.axis] = a.key
+        return Prov({a.key: Entry(None, counts)}, tuple(axes), np.full((self.B, s.type.values), -1))
+
+    def load_global(self, view: ir.View, tv, span, loop) -> Prov:
+        typ = ir.FragType("f32", tv)
+        axes_dims = view.tile_axes()
+        coords = tv.coord_table()  # [T, V, rank]
+        entries = {}
+        for key in self.keys:
+            if key.tensor != view.base or self.anchored(key):
+                continue
+            w = self.windows[key]
+            sl = view.index[key.dim]
+            start = subst(sl.start if isinstance(sl, ir.Slice) else sl.index, self.lets)
+            rest = start
+            if w.loop is not None:
+                _, rest = _affine_in(start, w.loop.var, span)
+            base = self.per_thread(rest, loop, span, f"the start of {key.tensor}'s dimension {key.dim}")
+            if key.dim in axes_dims:
+                offs = base[:, None] + coords[:, :, axes_dims.index(key.dim)]
+            else:
+                offs = np.broadcast_to(base[:, None], coords.shape[:2])
+            if offs.min() < 0 or offs.max() >= w.size:
+                raise Unsupported(f"a load of {key.tensor} reaches outside the {w.size} elements one step of the "
+                                  f"reduction covers along dimension {key.dim}", span)
+            counts = np.zeros((self.B, typ.values, w.size), np.int32)
+            np.put_along_axis(counts, offs[..., None].astype(np.int64), 1, axis=-1)
+            entries[key] = Entry(None, counts)
+        axes = tuple(Key(view.base, d) for d in axes_dims)
+        return Prov(entries, axes, np.full((self.B, typ.values), -1))
+
+    def elementwise(self, s: ir.Assign, op: ir.Elementwise, env) -> Prov:
+        provs = [env[a] for a in op.args if isinstance(a, str)]
+        if not provs:
+            return self.empty(s.type)
+        bad = _first_bad([p.bad for p in provs])
+        axes = _merge_axes([p.axes for p in provs])
+        entry = semantics.FLOAT_BINARY.get(op.op) if len(op.args) == 2 else None
+        combines = entry.combines if entry is not None and entry.combines in semantics.REDUCE_OPS else None
+        entries: dict = {}
+        if combines is not None and len(provs) == 2:
+            for key in set(provs[0].entries) | set(provs[1].entries):
+                parts = [p.entries.get(key) for p in provs]
+                if all(e is None or e.op in (None, combines) for e in parts):
+                    counts = sum(e.counts for e in parts if e is not None)
+                    entries[key] = Entry(combines, counts)
+                else:
+                    for e in parts:
+                        if e is not None and e.op:
+                            bad = self.finish_all(s.span, {key: e}, bad)
+            return Prov(entries, axes, bad)
+        for p in provs:
+            finished = {k: e for k, e in p.entries.items() if e.op is not None}
+            bad = self.finish_all(s.span, finished, bad)
+            for key, e in p.entries.items():
+                if e.op is None:
+                    if key in entries and not np.array_equal(entries[key].counts, e.counts):
+                        raise Unsupported(f"'{op.op}' combines different elements of {key.tensor} outside a "
+                                          "reduction", s.span)
+                    entries[key] = e
+        return Prov(entries, axes, bad)
+
+    def reduce(self, s: ir.Assign, op: ir.Reduce, src: Prov) -> Prov:
+        groups = _groups(self.frag_types[op.arg], s.type)  # [T, V, V]
+        axis_key = src.axes[op.axis] if op.axis < len(src.axes) else None
+        bad = src.bad
+        entries = {}
+        for key, e in src.entries.items():
+            if e.op not in (None, op.op):
+                bad = self.finish_all(s.span, {key: e}, bad)
+                continue
+            if axis_key is not None and key != axis_key and e.op is None:
+                # elements of another dimension ride along (a row index); they must not be summed
+                entries[key] = e
+                continue
+            if axis_key is not None and key != axis_key:
+                raise Unsupported(f"reduce_{op.op} along axis {op.axis} combines partial {op.op}s of "
+                                  f"{key.tensor}'s dimension {key.dim} across another dimension", s.span)
+            counts = np.einsum("tvw,two->tvo", groups.astype(np.int32), e.counts)
+            if op.scope == "warp":
+                counts = _butterfly(counts, op.lanes)
+            entries[key] = Entry(op.op, counts)
+        gbad = np.where(groups, bad[:, None, :], -1).max(axis=-1)
+        if op.scope == "warp":
+            gbad = _butterfly_bad(gbad, op.lanes)
+        return Prov(entries, src.axes, gbad)
+
+    def shuffle(self, s: ir.Assign, op: ir.Shuffle, src: Prov, loop) -> Prov:
+        arg = self.per_thread(op.lane_arg, loop, s.span, "the shuffle's lane")
+        srct = semantics.shuffle_source_thread(op.mode, self.tid, arg)
+        entries = {k: Entry(e.op, e.counts[srct]) for k, e in src.entries.items()}
+        return Prov(entries, src.axes, src.bad[srct])
+
+    def mma(self, s: ir.Assign, op: ir.Mma, env) -> Prov:
+        if op.atom != "fma":
+            raise Unsupported(f"coverage through the {op.atom} tensor-core atom is not analysed yet", s.span)
+        a, b, c = env[op.a], env[op.b], env[op.c]
+        ia, ib = ir.fma_pairing(self.frag_types[op.a], self.frag_types[op.b], s.type)  # [T, Vc, K]
+        t = self.tid[:, None, None]
+        entries = {}
+        bad = _first_bad([c.bad, a.bad[t, ia].max(axis=-1), b.bad[t, ib].max(axis=-1)])
+        for key, e in c.entries.items():
+            if e.op not in (None, "sum"):
+                bad = self.finish_all(s.span, {key: e}, bad)
+            else:
+                entries[key] = Entry("sum", e.counts)
+        for src, idx, kaxis in ((a, ia, 1), (b, ib, 0)):
+            kkey = src.axes[kaxis] if kaxis < len(src.axes) else None
+            for key, e in src.entries.items():
+                if e.op is not None:
+                    bad = self.finish_all(s.span, {key: e}, bad)
+                    continue
+                if key != kkey:
+                    continue  # the row (column) of a (b): tags check it
+                add = e.counts[t, idx].sum(axis=2)  # [T, Vc, W]
+                prev = entries.get(key)
+                entries[key] = Entry("sum", add if prev is None else prev.counts + add)
+        axes = (a.axes[0] if a.axes else None, b.axes[1] if len(b.axes) > 1 else None)
+        return Prov(entries, axes, bad)
+
+    # -- shared memory: logical element -> what was written there in this pass ---------------
+    def write_shared(self, dst: ir.View, prov: Prov, typ: ir.FragType, active, span):
+        cells = self.shared.setdefault(dst.base, {})
+        if not prov.entries and (prov.bad < 0).all():
+            return  # nothing a reduction counts (an anchored operand's stages, other tensors)
+        flat = self.shared_cells(dst, typ, span)  # [T, V] flat element of the buffer
+        for t in np.nonzero(active)[0]:
+            for v in range(flat.shape[1]):
+                cells[int(flat[t, v])] = ({k: (e.op, e.counts[t, v]) for k, e in prov.entries.items()},
+                                          int(prov.bad[t, v]), self.scope)
+
+    def shared_cells(self, view: ir.View, typ: ir.FragType, span) -> np.ndarray:
+        alloc = self.allocs[view.base]
+        starts = []
+        for sl in view.index:
+            e = sl.start if isinstance(sl, ir.Slice) else sl.index
+            starts.append(self.per_thread(e, None, span, f"the index into {view.base}"))
+        coords = typ.coords.coord_table()
+        axes = view.tile_axes()
+        full = []
+        for d, st in enumerate(starts):
+            c = st[:, None] + (coords[:, :, axes.index(d)] if d in axes else 0)
+            full.append(np.broadcast_to(c, coords.shape[:2]))
+        return np.ravel_multi_index(tuple(full), alloc.shape, mode="clip")
+
+    def read_shared(self, view: ir.View, typ: ir.FragType, span) -> Prov:
+        cells = self.shared.get(view.base, {})
+        if not any(c[0] or c[1] >= 0 for c in cells.values()):
+            return self.empty(typ)
+        flat = self.shared_cells(view, typ, span)
+        entries: dict = {}
+        bad = np.full((self.B, typ.values), -1)
+        for t in range(self.B):
+            for v in range(typ.values):
+                cell = cells.get(int(flat[t, v]))
+                if cell is None:
+                    continue
+                data, b, when = cell
+                if data and when is not self.scope:
+                    raise Unsupported(f"{view.base} is read in another iteration than the one that wrote it "
+                                      "(a pipelined stage)", span)
+                bad[t, v] = b
+                for key, (op, vec) in data.items():
+                    if key not in entries:
+                        entries[key] = (op, np.zeros((self.B, typ.values, vec.shape[-1]), np.int32))
+                    elif entries[key][0] != op:
+                        raise Unsupported(f"{view.base} mixes different stages of a reduction", span)
+                    entries[key][1][t, v] = vec
+        return Prov({k: Entry(op, c) for k, (op, c) in entries.items()},
+                    (None,) * len(typ.tile), bad)
+
+    # -- stores and completed reductions -------------------------------------------------------
+    def store(self, s: ir.Store, env, loop, active):
+        prov = env[s.value]
+        typ = self.frag_types[s.value]
+        act = active.copy()
+        if s.where is not None:
+            act &= self.per_thread(s.where, loop, s.span, "where=").astype(bool)
+        if s.dst.space == "shared":
+            self.write_shared(s.dst, prov, typ, act, s.span)
+            return
+        bad = self.finish_all(s.span, {k: e for k, e in prov.entries.items() if e.op is not None}, prov.bad)
+        for t in np.nonzero(act)[0]:
+            for v in range(bad.shape[1]):
+                if bad[t, v] >= 0:
+                    self.reported.append(int(bad[t, v]))
+                    return
+
+    def finish_all(self, span, entries: dict, bad: np.ndarray) -> np.ndarray:
+        """Reductions that end here: values whose counts are not complete become bad."""
+        bad = bad.copy()
+        for key, e in entries.items():
+            want_once = e.op == "sum"
+            wrong = (e.counts != 1) if want_once else (e.counts == 0)  # [T, V, W]
+            tv = wrong.any(axis=-1) & (bad < 0)
+            for t, v in zip(*np.nonzero(tv), strict=True):
+                o = int(np.argmax(wrong[t, v]))
+                self.problems.append(Problem(key, e.op, span, int(t), int(v), o, int(e.counts[t, v, o])))
+                bad[t, v] = len(self.problems) - 1
+        return bad
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _contract_keys(kernel: ir.Kernel) -> list:
+    keys = []
+    for c in kernel.contracts:
+        for red in c.reductions():
+            for elem in _elements(red.body):
+                for dim, var in enumerate(elem.indices):
+                    k = Key(elem.tensor, dim)
+                    if var == red.var and k not in keys:
+                        keys.append(k)
+    return keys
+
+
+def _elements(e):
+    if isinstance(e, ir.CElem):
+        yield e
+    elif isinstance(e, ir.CReduce):
+        yield from _elements(e.body)
+    elif isinstance(e, ir.CBin):
+        yield from _elements(e.a)
+        yield from _elements(e.b)
+    elif isinstance(e, ir.CUn):
+        yield from _elements(e.a)
+
+
+def _affine_in(e: ir.IExpr, var: str, span) -> tuple[int, ir.IExpr]:
+    """e = coef * var + rest, with rest free of var; Unsupported when e is not affine in var."""
+    if not _mentions(e, var):
+        return 0, e
+    if isinstance(e, ir.IVar) and e.name == var:
+        return 1, ir.IConst(0)
+    if isinstance(e, ir.IBin) and e.op in ("+", "-"):
+        ca, ra = _affine_in(e.a, var, span)
+        cb, rb = _affine_in(e.b, var, span)
+        return (ca + cb if e.op == "+" else ca - cb), ir.IBin(e.op, ra, rb)
+    if isinstance(e, ir.IBin) and e.op == "*":
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(y, ir.IConst) and not _mentions(y, var):
+                c, r = _affine_in(x, var, span)
+                return c * y.value, ir.IBin("*", r, y)
+    raise Unsupported(f"an index is not affine in the loop variable '{var}'", span)
+
+
+def _single_coord(e, frag: str):
+    """The one ICoord(frag, .) added into `e` (coefficient 1), else None."""
+    found = []
+
+    def walk(x, sign):
+        if isinstance(x, ir.ICoord):
+            found.append((x, sign))
+        elif isinstance(x, ir.IBin) and x.op in ("+", "-"):
+            walk(x.a, sign)
+            walk(x.b, sign if x.op == "+" else -sign)
+        elif isinstance(x, (ir.IBin, ir.IUn, ir.ISelect)) and _has_coord(x):
+            found.append((None, 0))
+
+    walk(e, 1)
+    if len(found) == 1 and found[0][0] is not None and found[0][1] == 1 and found[0][0].frag == frag:
+        return found[0][0]
+    return None
+
+
+def _has_coord(e) -> bool:
+    if isinstance(e, ir.ICoord):
+        return True
+    return any(_has_coord(getattr(e, f.name)) for f in attrs.fields(type(e))
+               if isinstance(getattr(e, f.name), (ir.ICoord, ir.IBin, ir.IUn, ir.ISelect)))
+
+
+def _drop_coord(e):
+    if isinstance(e, ir.ICoord):
+        return ir.IConst(0)
+    if isinstance(e, ir.IBin) and e.op in ("+", "-"):
+        return ir.IBin(e.op, _drop_coord(e.a), _drop_coord(e.b))
+    return e
+
+
+def _sources(body) -> dict:
+    """Fragment or shared buffer -> the input tensors whose elements may reach it."""
+    src: dict[str, set] = {}
+    changed = True
+    stmts = list(_walk_stmts(body))
+    while changed:
+        changed = False
+        for s in stmts:
+            new = None
+            if isinstance(s, ir.Assign):
+                op = s.op
+                if isinstance(op, ir.Load):
+                    new = (s.name, {op.src.base} if op.src.space == "global" else set(src.get(op.src.base, ())))
+                else:
+                    new = (s.name, set().union(*[src.get(n, set()) for n in _reads(s)]) if _reads(s) else set())
+            elif isinstance(s, ir.Store) and s.dst.space == "shared":
+                new = (s.dst.base, set(src.get(s.dst.base, set())) | src.get(s.value, set()))
+            elif isinstance(s, ir.CopyAsync):
+                new = (s.dst.base, set(src.get(s.dst.base, set())) | {s.src.base})
+            if new is not None and src.get(new[0]) != new[1] | src.get(new[0], set()):
+                src[new[0]] = new[1] | src.get(new[0], set())
+                changed = True
+    return src
+
+
+def subst(e, lets: dict):
+    """`e` with every let-bound integer name replaced by its definition."""
+    if isinstance(e, ir.IVar):
+        return lets.get(e.name, e)
+    if isinstance(e, (ir.IBin, ir.IUn, ir.ISelect)):
+        changes = {f.name: subst(getattr(e, f.name), lets) for f in attrs.fields(type(e))
+                   if isinstance(getattr(e, f.name), (ir.IConst, ir.IVar, ir.ISpecial, ir.IBin, ir.IUn, ir.ISelect))}
+        return attrs.evolve(e, **changes)
+    return e
+
+
+def _mentions(e, var: str) -> bool:
+    if isinstance(e, ir.IVar):
+        return e.name == var
+    return any(_mentions(getattr(e, f.name), var) for f in attrs.fields(type(e))
+               if isinstance(getattr(e, f.name), (ir.IConst, ir.IVar, ir.ISpecial, ir.IBin, ir.IUn, ir.ISelect)))
+
+
+def _eval_threads(e: ir.IExpr, block: int, kernel: ir.Kernel):
+    t = np.arange(block)
+    if isinstance(e, ir.IConst):
+        return np.int64(e.value)
+    if isinstance(e, ir.ISpecial):
+        table = {"thread_id": t, "lane_id": t % 32, "warp_id": t // 32}
+        if e.which not in table:
+            raise KeyError(e.which)
+        return table[e.which]
+    if isinstance(e, ir.IVar):
+        raise KeyError(f"'{e.name}'")
+    if isinstance(e, ir.IBin):
+        return semantics.int_eval(e.op, _eval_threads(e.a, block, kernel), _eval_threads(e.b, block, kernel))
+    if isinstance(e, ir.IUn):
+        return semantics.INT_UNARY[e.op].ref(_eval_threads(e.a, block, kernel))
+    if isinstance(e, ir.ISelect):
+        c = _eval_threads(e.cond, block, kernel)
+        return np.where(c != 0, _eval_threads(e.a, block, kernel), _eval_threads(e.b, block, kernel))
+    raise KeyError(type(e).__name__)
+
+
+def _groups(src: ir.FragType, result: ir.FragType) -> np.ndarray:
+    """[T, V, V] as the interpreter's reduction groups: values of a thread sharing a coordinate of
+    the argument are copies (counted once); those differing only on the reduced axis combine."""
+    def flat(typ):
+        c = typ.coords.coord_table()
+        if not c.shape[-1]:
+            return np.zeros(c.shape[:2], dtype=np.int64)
+        return np.ravel_multi_index(tuple(np.moveaxis(c, -1, 0)), typ.tile)
+
+    src_flat = flat(src)
+    first = np.zeros(src_flat.shape, dtype=bool)
+    for t in range(src_flat.shape[0]):
+        first[t, np.unique(src_flat[t], return_index=True)[1]] = True
+    res = flat(result)
+    return (res[:, :, None] == res[:, None, :]) & first[:, None, :]
+
+
+def _butterfly(counts: np.ndarray, lanes: int) -> np.ndarray:
+    tid = np.arange(counts.shape[0])
+    for bit in range(5):
+        if lanes >> bit & 1:
+            counts = counts + counts[tid ^ (1 << bit)]
+    return counts
+
+
+def _butterfly_bad(bad: np.ndarray, lanes: int) -> np.ndarray:
+    tid = np.arange(bad.shape[0])
+    for bit in range(5):
+        if lanes >> bit & 1:
+            bad = np.maximum(bad, bad[tid ^ (1 << bit)])
+    return bad
+
+
+def _merge_axes(all_axes: list) -> tuple:
+    rank = max(len(a) for a in all_axes)
+    return tuple(next((a[i] for a in all_axes if i < len(a) and a[i] is not None), None) for i in range(rank))
+
+
+def _first_bad(bads: list) -> np.ndarray:
+    out = bads[0].copy()
+    for b in bads[1:]:
+        out = np.where(out >= 0, out, np.broadcast_to(b, out.shape))
+    return out
+
+
+def _select(cond: np.ndarray, a: Prov, b: Prov) -> Prov:
+    c3 = cond[:, None, None]
+    entries = {}
+    for key in set(a.entries) | set(b.entries):
+        ea, eb = a.entries.get(key), b.entries.get(key)
+        ref = ea if ea is not None else eb
+        ca = ea.counts if ea is not None else np.zeros_like(ref.counts)
+        cb = eb.counts if eb is not None else np.zeros_like(ref.counts)
+        op = ea.op if ea is not None and ea.op is not None else (eb.op if eb is not None else None)
+        entries[key] = Entry(op, np.where(c3, ca, cb))
+    return Prov(entries, a.axes, np.where(cond[:, None], a.bad, b.bad))
+
+
+def _walk_stmts(body):
+    for s in body:
+        yield s
+        if isinstance(s, ir.For):
+            yield from _walk_stmts(s.body)
+        elif isinstance(s, ir.If):
+            yield from _walk_stmts(s.then)
+            yield from _walk_stmts(s.orelse)
+
+
+def _assigned(body) -> list:
+    return list(dict.fromkeys(s.name for s in _walk_stmts(body) if isinstance(s, ir.Assign)))
+
+
+def _reads(s) -> set:
+    if isinstance(s, ir.Assign):
+        op = s.op
+        names = set()
+        for f in attrs.fields(type(op)):
+            val = getattr(op, f.name)
+            if isinstance(val, str) and f.name in ("arg", "a", "b", "c"):
+                names.add(val)
+            elif isinstance(val, tuple):
+                names |= {x for x in val if isinstance(x, str)}
+        return names
+    if isinstance(s, ir.Store):
+        return {s.value}
+    if isinstance(s, ir.Assert):
+        return set(s.frags)
+    return set()
+
+
+# -- the loop over windows, for every size: the solver's part -----------------------------------
+
+
+def z3_int(e: ir.IExpr, env: dict):
+    """An integer expression over sizes as a Z3 integer term (sizes are non-negative)."""
+    if isinstance(e, ir.IConst):
+        return z3.IntVal(e.value)
+    if isinstance(e, ir.IVar):
+        if e.name not in env:
+            raise KeyError(e.name)
+        return env[e.name]
+    if isinstance(e, ir.IBin):
+        a, b = z3_int(e.a, env), z3_int(e.b, env)
+        ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "//": lambda: a / b,
+               "%": lambda: a % b, "cdiv": lambda: (a + b - 1) / b,
+               "min": lambda: z3.If(a < b, a, b), "max": lambda: z3.If(a > b, a, b),
+               "==": lambda: _b2i(a == b), "!=": lambda: _b2i(a != b), "<": lambda: _b2i(a < b),
+               "<=": lambda: _b2i(a <= b), ">": lambda: _b2i(a > b), ">=": lambda: _b2i(a >= b),
+               "and": lambda: _b2i(z3.And(a != 0, b != 0)), "or": lambda: _b2i(z3.Or(a != 0, b != 0))}
+        if e.op not in ops:
+            raise KeyError(f"operator {e.op}")
+        return ops[e.op]()
+    if isinstance(e, ir.IUn) and e.op == "-":
+        return -z3_int(e.a, env)
+    if isinstance(e, ir.IUn) and e.op == "not":
+        return _b2i(z3_int(e.a, env) == 0)
+    raise KeyError(type(e).__name__)
+
+
+def _b2i(c):
+    return z3.If(c, z3.IntVal(1), z3.IntVal(0))

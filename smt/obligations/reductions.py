@@ -1,0 +1,176 @@
+"""reduction-coverage, reduction-operator and padding: what a contract's reductions must satisfy.
+
+* reduction-coverage  every element a contract's reduction names enters it exactly once (sum) or
+                      at least once (max, min), across values, lanes, warps, shared-memory
+                      partials and loop iterations (smt/coverage.py counts one window; the
+                      solver checks that the loop's windows tile the dimension for every size)
+* reduction-operator  the kernel combines with the contract's operators along the contract's
+                      dimensions (smt/reduction_flow.py)
+* padding             masked-load padding and accumulator starts are the reduction's identity,
+                      or never reach an output (smt/reduction_flow.py)
+
+Only kernels with a `contract` get these obligations.
+"""
+
+from __future__ import annotations
+
+import time
+
+import z3
+
+from argus_verify import ir
+from argus_verify.smt import zops as Z
+from argus_verify.smt.coverage import Coverage, Unsupported, Window, subst, z3_int
+from argus_verify.smt.reduction_flow import ReductionFlow, check_outputs
+from argus_verify.smt.report import ObligationResult
+
+COVERED = "every element of the contract's reductions is combined exactly once"
+OPERATOR = "the kernel combines with the contract's operators along its dimensions"
+PADDING = "padding and accumulator starts are the identity of their reduction"
+
+
+def check_reductions(kernel: ir.Kernel, timeout_s: float) -> list:
+    if not kernel.contracts:
+        return []
+    t0 = time.perf_counter()
+    span = kernel.contracts[0].span
+    out = _flow_results(kernel, span)
+    if not any(r.obligation == "reduction-operator" and r.status == "violated" for r in out):
+        # a wrong operator also breaks the counts; it is reported once, at its root
+        out += _coverage_results(kernel, timeout_s)
+    for r in out:
+        r.seconds = time.perf_counter() - t0
+    return out
+
+
+def _flow_results(kernel, span) -> list:
+    flow = ReductionFlow(kernel)
+    check_outputs(kernel, flow)
+    out = []
+    for name, what in (("reduction-operator", OPERATOR), ("padding", PADDING)):
+        found = [f for f in flow.findings if f.obligation == name]
+        for f in found:
+            out.append(ObligationResult(name, "violated", f.span, f.message, detail=dict(f.detail), hint=f.hint))
+        if not found:
+            out.append(ObligationResult(name, "proved", span, what))
+    return out
+
+
+def _coverage_results(kernel, timeout_s) -> list:
+    try:
+        cov = Coverage(kernel)
+    except Unsupported as e:
+        where = e.span if e.span is not None else kernel.contracts[0].span
+        return [ObligationResult("reduction-coverage", "unknown", where,
+                                 f"coverage of the contract's reductions is beyond the analysis: {e.reason}",
+                                 detail={"reason": f"{e.reason} (line {where.line})"})]
+    out = []
+    for contract in kernel.contracts:
+        keys = [k for k in cov.keys if any(k.tensor == e.tensor for r in contract.reductions()
+                                           for e in _elems(r.body))]
+        bad = [cov.problems[i] for i in dict.fromkeys(cov.reported)]
+        for p in bad[:1]:
+            out.append(_problem(kernel, contract, cov, p))
+        for key in keys:
+            w = cov.windows.get(key)
+            if w is None:
+                continue
+            res = _window_check(kernel, contract, key, w, timeout_s, cov.lets)
+            if res is not None:
+                out.append(res)
+                break  # one gap is enough: the other operands of the same loop share it
+        if not any(r.status != "proved" for r in out):
+            out.append(ObligationResult("reduction-coverage", "proved", contract.span, COVERED))
+    return out
+
+
+def _problem(kernel, contract, cov: Coverage, p) -> ObligationResult:
+    w = cov.windows[p.key]
+    pos = [v for v in contract.index_vars]
+    var = next((r.var for r in contract.reductions()), "k")
+    elem_idx = ["·"] * kernel.param(p.key.tensor).rank
+    elem_idx[p.key.dim] = f"{p.offset}" + (f" + {w.size}·n" if w.loop is not None else "")
+    where = f"{p.key.tensor}[{', '.join(elem_idx)}]"
+    what = "never" if p.count == 0 else f"{p.count} times"
+    want = "exactly once" if p.op == "sum" else "at least once"
+    lines = [f"thread {p.thread} (warp {p.thread // 32}, lane {p.thread % 32}), value {p.value}: the {p.op} that ends "
+             f"at line {p.span.line} combines {where} {what} (needs {want})"]
+    if w.loop is not None:
+        lines.append(f"(n: every iteration of the loop at line {w.loop.span.line}, which walks {p.key.tensor}'s "
+                     f"dimension {p.key.dim} {w.size} elements at a time)")
+    kind = "skipped" if p.count == 0 else "counted twice" if p.count > 1 else "combined"
+    return ObligationResult(
+        "reduction-coverage", "violated", contract.span,
+        f"{contract.tensor}[{', '.join(pos)}] misses or repeats elements of its {p.op} over {var}: {where} is {kind}",
+        witness={"thread": p.thread, "warp": p.thread // 32, "lane": p.thread % 32, "value": p.value,
+                 "element": where, "count": p.count, "line": p.span.line},
+        detail={"tensor": p.key.tensor, "dim": p.key.dim, "offset": p.offset, "count": p.count, "op": p.op},
+        hint="make every element enter the reduction once: check the layout strides and chunk sizes, the lanes "
+             "of the shuffles, and that every partial is read back",
+        explanation=lines)
+
+
+def _window_check(kernel, contract, key, w: Window, timeout_s, lets) -> ObligationResult | None:
+    """The solver's part: the windows tile the dimension from 0 for every admissible size."""
+    env = {n: z3.Int(n) for n in kernel.sizes}
+    cons = [z3.And(s >= 1, s <= Z.MAX_SIZE) for s in env.values()]
+    try:
+        cons += [_truth(z3_int(r, env)) for r in kernel.requires]
+        extent = z3_int(kernel.param(key.tensor).shape[key.dim], env)
+        if w.loop is None:
+            gap = extent > w.size
+            first = None
+        else:
+            start, stop = z3_int(subst(w.loop.start, lets), env), z3_int(subst(w.loop.stop, lets), env)
+            trips = z3.If(stop > start, (stop - start + w.loop.step - 1) / w.loop.step, 0)
+            gap = trips * w.size < extent
+            first = w.coef * start
+    except KeyError as e:
+        return ObligationResult("reduction-coverage", "unknown", contract.span,
+                                f"the extent of {key.tensor}'s dimension {key.dim} or the loop's range uses "
+                                f"{e.args[0]}",
+                                detail={"reason": f"unsupported in the loop range: {e.args[0]}"})
+    s = z3.Solver()
+    s.set("timeout", int(timeout_s * 1000))
+    s.add(*cons)
+    bad = gap if first is None else z3.Or(gap, first != 0)
+    s.add(bad)
+    res = s.check()
+    if res == z3.unsat:
+        return None
+    if res == z3.unknown:
+        return ObligationResult("reduction-coverage", "unknown", contract.span,
+                                f"the solver gave up on the loop range ({s.reason_unknown()})",
+                                detail={"reason": f"solver: {s.reason_unknown()}"})
+    m = s.model()
+    sizes = {n: m.eval(v, model_completion=True).as_long() for n, v in env.items()}
+    ext = m.eval(extent, model_completion=True).as_long()
+    where = w.loop.span if w.loop is not None else contract.span
+    if first is not None and m.eval(first, model_completion=True).as_long() != 0:
+        msg = (f"the loop at line {where.line} starts at {key.tensor}'s element "
+               f"{m.eval(first, model_completion=True).as_long()} of dimension {key.dim}, not 0")
+    else:
+        covered = (m.eval(trips, model_completion=True).as_long() * w.size) if w.loop is not None else w.size
+        msg = (f"{key.tensor}'s dimension {key.dim} has {ext} elements but the reduction covers only {covered}: "
+               f"elements {covered} .. {ext - 1} are skipped")
+    return ObligationResult(
+        "reduction-coverage", "violated", contract.span, msg,
+        witness={"sizes": sizes}, detail={"tensor": key.tensor, "dim": key.dim},
+        hint="let the loop run from 0 to the dimension's extent in steps of the elements one iteration combines",
+        explanation=[f"at {', '.join(f'{k} = {v}' for k, v in sizes.items())}: {msg}"])
+
+
+def _truth(x):
+    return x != 0 if not z3.is_bool(x) else x
+
+
+def _elems(e):
+    if isinstance(e, ir.CElem):
+        yield e
+    elif isinstance(e, ir.CReduce):
+        yield from _elems(e.body)
+    elif isinstance(e, (ir.CBin,)):
+        yield from _elems(e.a)
+        yield from _elems(e.b)
+    elif isinstance(e, ir.CUn):
+        yield from _elems(e.a)
