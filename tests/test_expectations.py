@@ -34,7 +34,7 @@ def test_buggy_spec_is_reported_where_its_header_says(path):
     found = {(r["obligation"], r["location"]["line"]) for r in report("buggy", path)
              if r["status"] in ("violated", "warning", "vacuous")}
     for obligation, line in want:
-        assert (obligation, int(line)) in found, f"{path.name}: expected {obligation} at line {line}; got {sorted(found)}"
+        assert (obligation, int(line)) in found, f"{path.name}: expected {obligation} at line {line}: {sorted(found)}"
 
 
 @pytest.mark.parametrize("path", CORRECT, ids=[p.stem for p in CORRECT])
