@@ -762,21 +762,28 @@ def fma_pairing(ta: FragType, tb: FragType, tc: FragType) -> tuple[np.ndarray, n
     values holding (i, k) and the b values holding (k, j), k = 0..K-1, as [threads, c values, K].
     The front end has checked that every thread holds them all."""
     K = ta.tile[1]
+    M, N = tc.tile
     ca, cb, cc = ta.coords.coord_table(), tb.coords.coord_table(), tc.coords.coord_table()
-    T, Vc = cc.shape[:2]
-    ia = np.zeros((T, Vc, K), dtype=np.int64)
-    ib = np.zeros((T, Vc, K), dtype=np.int64)
-    for t in range(T):
-        amap: dict = {}
-        bmap: dict = {}
-        for v, (i, k) in enumerate(ca[t]):
-            amap.setdefault((int(i), int(k)), v)
-        for v, (k, j) in enumerate(cb[t]):
-            bmap.setdefault((int(k), int(j)), v)
-        for v, (i, j) in enumerate(cc[t]):
-            for k in range(K):
-                ia[t, v, k] = amap[(int(i), k)]
-                ib[t, v, k] = bmap[(k, int(j))]
+    T = cc.shape[0]
+    rows = np.arange(T)[:, None]
+
+    def first_holder(coords, flat, size):
+        # table[t, element] = the first value of thread t holding it (-1: none)
+        big = coords.shape[1]
+        table = np.full((T, size), big, dtype=np.int64)
+        values = np.broadcast_to(np.arange(big), flat.shape)
+        np.minimum.at(table, (np.broadcast_to(rows, flat.shape), flat), values)
+        table[table == big] = -1
+        return table
+
+    atab = first_holder(ca, ca[..., 0] * K + ca[..., 1], M * K)
+    btab = first_holder(cb, cb[..., 0] * N + cb[..., 1], K * N)
+    ks = np.arange(K)
+    i, j = cc[..., 0][..., None], cc[..., 1][..., None]
+    ia = atab[rows[..., None], i * K + ks]
+    ib = btab[rows[..., None], ks * N + j]
+    if (ia < 0).any() or (ib < 0).any():
+        raise ValueError("a thread lacks an operand of its SIMT mma (the front end checks this)")
     return ia, ib
 
 

@@ -28,6 +28,9 @@ from argus_verify import ir, semantics
 from argus_verify.diagnostics import Span
 
 
+COUNT = np.float32  # how often a window position entered a value: small integers, exact in float32
+
+
 class Unsupported(Exception):
     def __init__(self, reason: str, span: Span | None):
         super().__init__(reason)
@@ -347,7 +350,7 @@ class Coverage:
         w = self.windows[a.key]
         if offs.min() < 0 or offs.max() >= w.size:
             raise Unsupported(f"the tag assertion on '{s.name}' names elements outside one step of the loop", s.span)
-        counts = np.zeros((self.B, s.type.values, w.size), np.int32)
+        counts = np.zeros((self.B, s.type.values, w.size), COUNT)
         np.put_along_axis(counts, offs[..., None].astype(np.int64), 1, axis=-1)
         axes = [None] * len(s.type.tile)
         axes[a.axis] = a.key
@@ -375,7 +378,7 @@ class Coverage:
             if offs.min() < 0 or offs.max() >= w.size:
                 raise Unsupported(f"a load of {key.tensor} reaches outside the {w.size} elements one step of the "
                                   f"reduction covers along dimension {key.dim}", span)
-            counts = np.zeros((self.B, typ.values, w.size), np.int32)
+            counts = np.zeros((self.B, typ.values, w.size), COUNT)
             np.put_along_axis(counts, offs[..., None].astype(np.int64), 1, axis=-1)
             entries[key] = Entry(None, counts)
         axes = tuple(Key(view.base, d) for d in axes_dims)
@@ -428,7 +431,7 @@ class Coverage:
             if axis_key is not None and key != axis_key:
                 raise Unsupported(f"reduce_{op.op} along axis {op.axis} combines partial {op.op}s of "
                                   f"{key.tensor}'s dimension {key.dim} across another dimension", s.span)
-            counts = np.einsum("tvw,two->tvo", groups.astype(np.int32), e.counts)
+            counts = np.einsum("tvw,two->tvo", groups.astype(COUNT), e.counts)  # exact: small integers
             if op.scope == "warp":
                 counts = _butterfly(counts, op.lanes)
             entries[key] = Entry(op.op, counts)
@@ -514,7 +517,7 @@ class Coverage:
                 bad[t, v] = b
                 for key, (op, vec) in data.items():
                     if key not in entries:
-                        entries[key] = (op, np.zeros((self.B, typ.values, vec.shape[-1]), np.int32))
+                        entries[key] = (op, np.zeros((self.B, typ.values, vec.shape[-1]), COUNT))
                     elif entries[key][0] != op:
                         raise Unsupported(f"{view.base} mixes different stages of a reduction", span)
                     entries[key][1][t, v] = vec
@@ -713,10 +716,12 @@ def _groups(src: ir.FragType, result: ir.FragType) -> np.ndarray:
 
 
 def _butterfly(counts: np.ndarray, lanes: int) -> np.ndarray:
-    tid = np.arange(counts.shape[0])
+    """counts[t] + counts[t ^ m] over the lane bits m of `lanes` (threads on axis 0)."""
     for bit in range(5):
         if lanes >> bit & 1:
-            counts = counts + counts[tid ^ (1 << bit)]
+            h = 1 << bit
+            pairs = counts.reshape(counts.shape[0] // (2 * h), 2, h, *counts.shape[1:])
+            counts = (pairs + pairs[:, ::-1]).reshape(counts.shape)
     return counts
 
 

@@ -329,7 +329,7 @@ def test_no_verify_compiles_it_anyway_and_says_so(capsys, tmp_path):
 def test_run_reports_what_was_verified(capsys):
     code, out, err = run_cli(capsys, "run", GEMM, "--shape", "M=64,N=64,K=32", "--backend", "interp")
     assert code == 0 and "PASS" in out
-    assert "argus: verified gemm_simt: 25 obligations proved, 0 performance warnings, 0 unknown" in err
+    assert "argus: verified gemm_simt: 28 obligations proved, 0 performance warnings, 0 unknown" in err
 
 
 def test_verify_replay_shows_the_stale_tile(capsys):
