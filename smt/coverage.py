@@ -27,7 +27,6 @@ import z3
 from argus_verify import ir, semantics
 from argus_verify.diagnostics import Span
 
-
 COUNT = np.float32  # how often a window position entered a value: small integers, exact in float32
 
 
