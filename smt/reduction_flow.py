@@ -21,6 +21,7 @@ import math
 import attrs
 
 from argus_verify import ir, semantics
+from argus_verify.smt import contract_expr as X
 
 # stand-ins for an unknown finite operand when a padding value is pushed through an operation
 _FINITE_SAMPLES = (-2.5, 0.0, 3.0)
@@ -40,6 +41,7 @@ class Flow:
     families: frozenset = frozenset()  # {(op, Origin)}
     padding: tuple = ()  # ((Origin, value | None), ...): value None = unknown
     const: float | None = None  # the value of a constant fragment
+    expr: object = None  # what it computes (smt/contract_expr.py); None: not followed
 
     def pad(self, origin) -> tuple[bool, float | None]:
         for o, v in self.padding:
@@ -134,6 +136,29 @@ class ReductionFlow:
                 else:
                     env[name] = flow
         self.accumulations(s, before, env)
+        self.accumulated_terms(s, before, env)
+
+    def accumulated_terms(self, s: ir.For, before, env):
+        """After the loop, `acc = acc (+) e` from the reduction's identity holds the reduction of e
+        over the iterations (and `acc = mma(a, b, acc)` the sum of the products)."""
+        for st in s.body:
+            if not (isinstance(st, ir.Assign) and st.name in before and st.name in env):
+                continue
+            op, init = st.op, before[st.name]
+            term = None
+            if isinstance(op, ir.Elementwise) and len(op.args) == 2 and op.args.count(st.name) == 1:
+                other = op.args[1] if op.args[0] == st.name else op.args[0]
+                entry = semantics.FLOAT_BINARY.get(op.op)
+                red = entry.combines if entry is not None else None
+                body = env.get(other).expr if isinstance(other, str) and other in env else None
+                if red in semantics.REDUCE_OPS and body is not None:
+                    term = X.combine(op.op, init.expr, ("red", red, X.strip(body, red)))
+            elif isinstance(op, ir.Mma) and op.c == st.name:
+                a, b = env.get(op.a), env.get(op.b)
+                if a is not None and b is not None and a.expr is not None and b.expr is not None:
+                    term = X.combine("+", init.expr, ("red", "sum", ("bin", "*", X.unlane(a.expr),
+                                                                        X.unlane(b.expr))))
+            env[st.name] = attrs.evolve(env[st.name], expr=term)
 
     def accumulations(self, s: ir.For, before, env):
         """`acc = acc (+) e` directly in a loop body: (+) must be a reduction operator, and acc
@@ -188,7 +213,7 @@ class ReductionFlow:
         if isinstance(op, ir.Load):
             return self.load(op, rank, loops, s.span)
         if isinstance(op, ir.Full):
-            return Flow((None,) * rank, const=float(op.value))
+            return Flow((None,) * rank, const=float(op.value), expr=("const", float(op.value)))
         if isinstance(op, ir.Elementwise):
             return self.elementwise(s, op, env, rank)
         if isinstance(op, ir.Reduce):
@@ -199,8 +224,11 @@ class ReductionFlow:
             src = env[op.arg]
             axes = tuple(reversed(src.axes)) if isinstance(s.type.coords, ir.Transposed) else (None,) * rank
             return attrs.evolve(src, axes=axes)
-        if isinstance(op, (ir.Cast, ir.Shuffle)):
+        if isinstance(op, ir.Cast):
             return env[op.arg]
+        if isinstance(op, ir.Shuffle):
+            src = env[op.arg]
+            return attrs.evolve(src, expr=None if src.expr is None else ("lane", src.expr))
         return Flow((None,) * rank)
 
     def load(self, op: ir.Load, rank: int, loops, span=None) -> Flow:
@@ -208,7 +236,7 @@ class ReductionFlow:
         if view.space == "shared":
             held = self.shared.get(view.base)
             if held is None:
-                return Flow((None,) * rank)
+                return Flow((None,) * rank)  # expr None: read before any write the pass saw
             dims = view.tile_axes()
             axes = tuple(held.axes[d] if d < len(held.axes) else None for d in dims)
             return attrs.evolve(held, axes=axes)
@@ -216,7 +244,7 @@ class ReductionFlow:
         padding = tuple((o, float(op.other)) for o in axes) if op.mask else ()
         for o in axes if op.mask and span is not None else ():
             self.pad_sites.setdefault((o, float(op.other)), span)  # where a padding value comes from
-        return Flow(axes, padding=padding)
+        return Flow(axes, padding=padding, expr=("elem", view.base))
 
     def elementwise(self, s, op: ir.Elementwise, env, rank) -> Flow:
         flows = [env[a] if isinstance(a, str) else None for a in op.args]
@@ -228,7 +256,13 @@ class ReductionFlow:
         if all(f is None or f.const is not None for f in flows) and all(
                 c is not None or f is not None for c, f in zip(consts, flows, strict=True)):
             const = _apply(op.op, [f.const if f is not None else c for f, c in zip(flows, consts, strict=True)])
-        return Flow(axes, families, self.padding_through(op.op, flows, consts), const)
+        terms = [f.expr if f is not None else (("const", c) if c is not None else None)
+                 for f, c in zip(flows, consts, strict=True)]
+        if len(terms) == 2:
+            expr = X.combine(op.op, *terms)
+        else:
+            expr = X.unary(op.op, terms[0]) if terms else None
+        return Flow(axes, families, self.padding_through(op.op, flows, consts), const, expr)
 
     def padding_through(self, opname, flows, consts) -> tuple:
         """Padded elements pushed through an elementwise op: other operands are their own padding,
@@ -276,7 +310,7 @@ class ReductionFlow:
                             f"pad with other={_literal(identity)} in the masked load, or keep padded elements out "
                             "of the reduction", value=value, identity=identity)
         padding = tuple((o, v) for o, v in src.padding if o != origin)
-        return Flow(src.axes, frozenset(families), padding)
+        return Flow(src.axes, frozenset(families), padding, expr=X.reduction(op.op, src.expr))
 
     def mma(self, s, a: Flow, b: Flow, c: Flow) -> Flow:
         ka = a.axes[1] if len(a.axes) > 1 else None
@@ -295,7 +329,10 @@ class ReductionFlow:
                         value_a=va, value_b=vb)
         axes = (a.axes[0] if a.axes else None, b.axes[1] if len(b.axes) > 1 else None)
         padding = tuple((o, v) for o, v in (a.padding + b.padding) if o not in (ka, kb))
-        return Flow(axes, frozenset(families), padding)
+        product = None if a.expr is None or b.expr is None else ("red", "sum", ("bin", "*", X.unlane(a.expr),
+                                                                               X.unlane(b.expr)))
+        expr = X.combine("+", c.expr, product)
+        return Flow(axes, frozenset(families), padding, expr=expr)
 
     # -- stores ----------------------------------------------------------------------------------
     def store_shared(self, dst: ir.View, flow: Flow):
@@ -331,7 +368,8 @@ def _join(a: Flow, b: Flow) -> Flow:
         else:
             pads.setdefault(o, v)
     const = a.const if a.const == b.const else None
-    return Flow(axes, a.families | b.families, tuple(pads.items()), const)
+    expr = a.expr if a.expr == b.expr else None
+    return Flow(axes, a.families | b.families, tuple(pads.items()), const, expr)
 
 
 def _product(choices):
@@ -371,6 +409,31 @@ def _elements(e):
         yield from _elements(e.b)
     elif isinstance(e, ir.CUn):
         yield from _elements(e.a)
+
+
+def check_expressions(kernel: ir.Kernel, flow: ReductionFlow, timeout_s: float) -> list:
+    """Every value stored to an output with a contract is the contract's expression (Z3 over the
+    reals). Returns [(store, status, message, witness)] for the stores that are not proved."""
+    out = []
+    for store, f in flow.outputs:
+        contract = kernel.contract_of(store.dst.base)
+        if contract is None:
+            continue
+        want = X.of_contract(contract.expr)
+        if f.expr is None:
+            out.append((store, "unknown", f"the value stored to {store.dst.base} could not be followed back to the "
+                                          "inputs (a loop-carried value other than an accumulator, or shared "
+                                          "memory read before the pass saw a write)", {}))
+            continue
+        eq = X.Equivalence(timeout_s)
+        res = eq.equal(X.unlane(f.expr), want)
+        if res is None:
+            out.append((store, "unknown", f"the solver gave up comparing {store.dst.base} with its contract "
+                                          f"({eq.reason})", {}))
+        elif res is False:
+            out.append((store, "violated", f"{store.dst.base} receives {X.render(f.expr)}, but the contract says "
+                                           f"{X.render(want)}", eq.witness))
+    return out
 
 
 def check_outputs(kernel: ir.Kernel, flow: ReductionFlow) -> None:

@@ -21,7 +21,7 @@ import z3
 from argus_verify import ir
 from argus_verify.smt import zops as Z
 from argus_verify.smt.coverage import Coverage, Unsupported, Window, subst, z3_int
-from argus_verify.smt.reduction_flow import ReductionFlow, check_outputs
+from argus_verify.smt.reduction_flow import ReductionFlow, check_expressions, check_outputs
 from argus_verify.smt.report import ObligationResult
 
 COVERED = "every element of the contract's reductions is combined exactly once"
@@ -34,7 +34,7 @@ def check_reductions(kernel: ir.Kernel, timeout_s: float) -> list:
         return []
     t0 = time.perf_counter()
     span = kernel.contracts[0].span
-    out = _flow_results(kernel, span)
+    out = _flow_results(kernel, span, timeout_s)
     if not any(r.obligation == "reduction-operator" and r.status == "violated" for r in out):
         # a wrong operator also breaks the counts; it is reported once, at its root
         out += _coverage_results(kernel, timeout_s)
@@ -43,7 +43,7 @@ def check_reductions(kernel: ir.Kernel, timeout_s: float) -> list:
     return out
 
 
-def _flow_results(kernel, span) -> list:
+def _flow_results(kernel, span, timeout_s) -> list:
     flow = ReductionFlow(kernel)
     check_outputs(kernel, flow)
     out = []
@@ -51,6 +51,16 @@ def _flow_results(kernel, span) -> list:
         found = [f for f in flow.findings if f.obligation == name]
         for f in found:
             out.append(ObligationResult(name, "violated", f.span, f.message, detail=dict(f.detail), hint=f.hint))
+        if name == "reduction-operator" and not found:
+            for store, status, message, witness in check_expressions(kernel, flow, timeout_s):
+                found.append(store)
+                explanation = [f"with {', '.join(f'{k} = {v}' for k, v in witness.items())} the two differ"] \
+                    if witness else []
+                out.append(ObligationResult(
+                    name, status, store.span, message, witness={"values": witness} if witness else {},
+                    detail={"reason": message} if status == "unknown" else {}, explanation=explanation,
+                    hint="compute what the contract states (operators, constants and the order of operations "
+                         "may be regrouped, not changed)" if status == "violated" else ""))
         if not found:
             out.append(ObligationResult(name, "proved", span, what))
     return out
