@@ -528,15 +528,24 @@ class Coverage:
         prov = env[s.value]
         typ = self.frag_types[s.value]
         act = active.copy()
+        guessed = None  # a guard on sizes or blocks: every thread is checked, a superset
         if s.where is not None:
-            act &= self.per_thread(s.where, loop, s.span, "where=").astype(bool)
+            try:
+                act &= self.per_thread(s.where, loop, s.span, "where=").astype(bool)
+            except Unsupported as e:
+                guessed = e
         if s.dst.space == "shared":
+            if guessed is not None and (prov.entries or (prov.bad >= 0).any()):
+                raise guessed
             self.write_shared(s.dst, prov, typ, act, s.span)
             return
         bad = self.finish_all(s.span, {k: e for k, e in prov.entries.items() if e.op is not None}, prov.bad)
         for t in np.nonzero(act)[0]:
             for v in range(bad.shape[1]):
                 if bad[t, v] >= 0:
+                    if guessed is not None:
+                        raise Unsupported(f"thread {t} stores an incomplete reduction unless {guessed.reason}; "
+                                          "which threads store is beyond the analysis", s.span)
                     self.reported.append(int(bad[t, v]))
                     return
 

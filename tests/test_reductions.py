@@ -1,0 +1,171 @@
+"""Contracts and the three obligations they bring: reduction-coverage, reduction-operator, padding.
+
+Each bug class has a kernel with that bug beside a correct kernel that must stay proved. The
+specs under specs/ and specs/buggy/ are the larger examples (tests/test_expectations.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from argus_verify import smt
+from argus_verify.diagnostics import ArgusTypeError
+from argus_verify.frontend import compile_source
+
+ROWSUM = """
+kernel rowsum<COLS=128, ROWS=16>(x: f32[M, N]) -> out: f32[M]:
+    requires N <= COLS
+    grid(cdiv(M, ROWS))
+    block(16 * ROWS)
+    tag x[i, j] = (i, j)
+    tag out[i] = (i,) once
+    contract out[i] = sum(x[i, j] for j)
+    r0 = block_id.x * ROWS
+    xs = load(x[r0 : r0 + ROWS, 0 : COLS], tv=((16, ROWS), (4, COLS // 64)):((4, COLS), (1, 64)), mask=True{other})
+    s = {reduce}(xs, axis=1, scope=warp, lanes={lanes})
+    store(out[r0 : r0 + ROWS], reshape({value}, ROWS), mask=True, where=lane_id % 16 == 0)
+"""
+
+CHUNKED = """
+kernel chunked<CHUNK=256>(x: f32[M, N]) -> out: f32[M]:
+    grid(M)
+    block(64)
+    tag x[i, j] = (i, j)
+    tag out[i] = (i,) once
+    contract out[i] = sum(x[i, j] for j)
+    row = block_id.x
+    acc = zeros(f32[1, 1], tv=(64, {width} // 64):(0, 0))
+    for c0 in range({start}, {stop}, CHUNK):
+        xs = load(x[row : row + 1, c0 : c0 + {width}], tv=(64, {width} // 64):({width} // 64, 1), mask=True)
+        acc = acc + reduce_sum(xs, axis=1)
+    w = reduce_sum(acc, axis=1, scope=warp, lanes=0b11111)
+    part = shared(f32[1, 2])
+    store(part[0 : 1, warp_id : warp_id + 1], w, where=lane_id == 0)
+    barrier()
+    parts = load(part, tv=(64, 2):(0, 1))
+    store(out[row : row + 1], reshape(reduce_sum(parts, axis=1), 1), where=thread_id == 0)
+"""
+
+
+def verdicts(text: str) -> dict:
+    rep = smt.verify(compile_source(text, "k.arg"), timeout_s=10, jobs=1)
+    out: dict = {}
+    for r in rep.results:
+        if r.obligation in ("reduction-coverage", "reduction-operator", "padding"):
+            out.setdefault(r.obligation, []).append(r)
+    return out
+
+
+def status(results) -> set:
+    return {r.status for r in results}
+
+
+def rowsum(**kw) -> str:
+    args = {"other": "", "reduce": "reduce_sum", "lanes": "0b01111", "value": "s"} | kw
+    return ROWSUM.format(**args)
+
+
+def test_a_correct_row_sum_is_proved():
+    v = verdicts(rowsum())
+    assert status(v["reduction-coverage"]) == {"proved"}
+    assert status(v["reduction-operator"]) == {"proved"}
+    assert status(v["padding"]) == {"proved"}
+
+
+def test_a_butterfly_over_too_few_lanes_skips_elements():
+    v = verdicts(rowsum(lanes="0b00111"))
+    (r,) = v["reduction-coverage"]
+    assert r.status == "violated" and r.location.line == 8  # the contract's line
+    assert "is skipped" in r.message and r.witness["count"] == 0
+
+
+def test_a_butterfly_crossing_rows_is_not_a_coverage_proof():
+    # lanes 0b11111 mixes the two rows of a warp: the tags report it; coverage must not prove it
+    v = verdicts(rowsum(lanes="0b11111"))
+    assert "proved" not in status(v["reduction-coverage"])
+
+
+def test_max_instead_of_the_contracts_sum_is_an_operator_violation():
+    v = verdicts(rowsum(reduce="reduce_max", other=", other=-inf"))
+    assert status(v["reduction-operator"]) == {"violated"}
+
+
+def test_a_scaled_result_is_not_the_contract():
+    v = verdicts(rowsum(value="s * 2.0"))
+    (r,) = v["reduction-operator"]
+    assert r.status == "violated" and "contract says" in r.message and r.witness["values"]
+
+
+def test_max_padded_with_zero_is_a_padding_violation_at_the_load():
+    text = rowsum(reduce="reduce_max", other=", other=0.0").replace("sum(x[i, j] for j)", "max(x[i, j] for j)")
+    v = verdicts(text)
+    (r,) = v["padding"]
+    assert r.status == "violated" and r.location.line == 10  # the masked load
+    assert status(v["reduction-coverage"]) == {"proved"}
+
+
+def test_max_padded_with_minus_infinity_is_proved():
+    text = rowsum(reduce="reduce_max", other=", other=-inf").replace("sum(x[i, j] for j)", "max(x[i, j] for j)")
+    v = verdicts(text)
+    assert all(status(v[k]) == {"proved"} for k in v)
+
+
+@pytest.mark.parametrize("start,stop,width,want", [
+    ("0", "N", "CHUNK", "proved"),
+    ("0", "N - 1", "CHUNK", "violated"),  # the last element is never read when N % CHUNK == 1
+    ("1", "N", "CHUNK", "violated"),  # starts one element in
+    ("0", "N", "128", "violated"),  # half of every chunk is read
+])
+def test_a_chunk_loop_must_tile_the_row(start, stop, width, want):
+    v = verdicts(CHUNKED.format(start=start, stop=stop, width=width))
+    assert want in status(v["reduction-coverage"]), [r.message for r in v["reduction-coverage"]]
+
+
+def test_the_loop_gap_names_the_sizes():
+    v = verdicts(CHUNKED.format(start="0", stop="N - 1", width="CHUNK"))
+    (r,) = [r for r in v["reduction-coverage"] if r.status == "violated"]
+    n = r.witness["sizes"]["N"]
+    assert n % 256 == 1 and "skipped" in r.message
+
+
+def test_an_accumulator_combined_with_minus_is_an_operator_violation():
+    text = CHUNKED.format(start="0", stop="N", width="CHUNK")
+    text = text.replace("acc = acc + reduce_sum", "acc = acc - reduce_sum")
+    v = verdicts(text)
+    assert status(v["reduction-operator"]) == {"violated"}
+
+
+def test_what_the_analysis_cannot_follow_is_unknown_never_proved():
+    # the accumulator is rescaled each iteration (as an online softmax does): not a plain accumulator
+    text = CHUNKED.format(start="0", stop="N", width="CHUNK").replace(
+        "acc = acc + reduce_sum(xs, axis=1)", "acc = acc * 0.5 + reduce_sum(xs, axis=1)")
+    v = verdicts(text)
+    assert "proved" not in status(v["reduction-coverage"])
+    assert "proved" not in status(v["reduction-operator"])
+
+
+def test_kernels_without_a_contract_get_none_of_these_obligations():
+    text = rowsum().replace("    contract out[i] = sum(x[i, j] for j)\n", "")
+    assert verdicts(text) == {}
+
+
+@pytest.mark.parametrize("line,message", [
+    ("contract y[i] = x[i]", "unknown tensor 'y'"),
+    ("contract x[i, j] = x[i, j]", "is an input"),
+    ("contract out[i] = x[i, k]", "'k' is not bound"),
+    ("contract out[i] = sum(x[i, i] for k)", "reads no element indexed by 'k'"),
+    ("contract out[i] = sum(x[i] for j)", "rank 2"),
+    ("contract out[i] = prod(x[i, j] for j)", "a contract reduces with sum, max, min"),
+    ("contract out[i, j] = x[i, j]", "rank 1 but the contract binds 2"),
+])
+def test_contract_errors_point_at_the_mistake(line, message):
+    text = rowsum().replace("    contract out[i] = sum(x[i, j] for j)", "    " + line)
+    with pytest.raises(ArgusTypeError, match=message) as e:
+        compile_source(text, "k.arg")
+    assert e.value.span.line == 8
+
+
+def test_a_generator_outside_a_contract_is_an_error():
+    text = rowsum(value="sum(s for k)")
+    with pytest.raises(ArgusTypeError, match="belongs to contracts"):
+        compile_source(text, "k.arg")
