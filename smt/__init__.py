@@ -61,9 +61,9 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     want = set(checks or OBLIGATIONS)
     report.results, report.notes = _obligations(kernel, timeout_s, shapes, want - {"launch"}, jobs)
     launch = _check_launch(kernel, shapes, timeout_s)
+    report.results += _reductions(kernel, timeout_s, want, shapes)
     if launch.vacuous:
         vacuity.mark_vacuous(report.results, launch.vacuous)
-    report.results += _reductions(kernel, timeout_s, want)
     if "launch" in want:
         report.results[:0] = [r for r in launch.results if SHOW_PROVED_LAUNCH or r.status != "proved"]
     if shapes:
@@ -88,7 +88,7 @@ def _check_launch(kernel, shapes, timeout_s) -> vacuity.Launch:
         )
 
 
-def _reductions(kernel, timeout_s, want) -> list:
+def _reductions(kernel, timeout_s, want, shapes) -> list:
     """The contract obligations (after the others: their Z3 terms must not renumber theirs)."""
     from argus_verify.smt.obligations.reductions import check_reductions
 
@@ -96,7 +96,7 @@ def _reductions(kernel, timeout_s, want) -> list:
     if not names & want:
         return []
     try:
-        return [r for r in check_reductions(kernel, timeout_s) if r.obligation in want]
+        return [r for r in check_reductions(kernel, timeout_s, shapes) if r.obligation in want]
     except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
         return [ObligationResult(n, "unknown", kernel.span, f"internal verifier error: {type(e).__name__}: {e}",
                                  detail={"reason": traceback.format_exc()}) for n in sorted(names & want)]

@@ -62,14 +62,14 @@ def test_vecadd_statement_spans():
     assert (k.span.line, k.span.col) == (3, 8)  # the kernel's name
     let = k.body[0]
     assert isinstance(let, ir.Let) and let.name == "base"
-    assert (let.span.line, let.span.col, let.span.end_col) == (10, 5, 30)
+    assert (let.span.line, let.span.col, let.span.end_col) == (11, 5, 30)
     assert [(s.name, s.span.line) for s in stmts(k, ir.Assign) if not s.name.startswith("_")] == [
-        ("xs", 11), ("ys", 12)]
+        ("xs", 12), ("ys", 13)]
     (store,) = stmts(k, ir.Store)
-    assert (store.span.line, store.span.col) == (13, 5) and store.dst.base == "out" and store.mask
+    assert (store.span.line, store.span.col) == (14, 5) and store.dst.base == "out" and store.mask
     # the temporary for `xs + ys` is the expression inside the store, at its column
     add = assign(k, store.value)
-    assert (add.span.line, add.span.col) == (13, 37)
+    assert (add.span.line, add.span.col) == (14, 37)
     tags = [(t.tensor, t.span.line, t.once) for t in k.tags]
     assert tags == [("x", 6, False), ("y", 7, False), ("out", 8, True)]
 
@@ -77,28 +77,28 @@ def test_vecadd_statement_spans():
 def test_gemm_statement_spans():
     k = compile_file(SPECS / "gemm_simt.arg")
     (loop,) = stmts(k, ir.For)
-    assert loop.var == "kt" and (loop.span.line, loop.span.col) == (18, 5)
+    assert loop.var == "kt" and (loop.span.line, loop.span.col) == (19, 5)
     inner = [(type(s).__name__, s.span.line) for s in loop.body]
-    assert inner == [("Let", 19), ("Assign", 22), ("Assign", 25), ("Store", 26), ("Store", 27),
-                     ("Barrier", 28), ("Assign", 29), ("Assign", 30), ("Assert", 31), ("Assign", 32),
-                     ("Barrier", 33)]
+    assert inner == [("Let", 20), ("Assign", 23), ("Assign", 26), ("Store", 27), ("Store", 28),
+                     ("Barrier", 29), ("Assign", 30), ("Assign", 31), ("Assert", 32), ("Assign", 33),
+                     ("Barrier", 34)]
     # inside the loop, statements are indented by 8
     assert all(s.span.col == 9 for s in loop.body)
     (an_assert,) = stmts(k, ir.Assert)
-    assert an_assert.source == "assert tag(a)[1] // BK == kt"
-    assert isinstance(assign(k, "acc").op, ir.Mma) and assign(k, "acc").span.line == 32
+    assert an_assert.source == "assert tag(a)[1] == kt * BK + coord(a)[1]"
+    assert isinstance(assign(k, "acc").op, ir.Mma) and assign(k, "acc").span.line == 33
     final = k.body[-1]
-    assert isinstance(final, ir.Store) and final.span.line == 34 and final.dst.base == "C"
-    assert [(a.name, a.span.line) for a in stmts(k, ir.SharedAlloc)] == [("sA", 14), ("sB", 15)]
+    assert isinstance(final, ir.Store) and final.span.line == 35 and final.dst.base == "C"
+    assert [(a.name, a.span.line) for a in stmts(k, ir.SharedAlloc)] == [("sA", 15), ("sB", 16)]
 
 
 def test_reduce_sum_structure():
     k = compile_file(SPECS / "reduce_sum.arg")
     reduces = [(s.span.line, s.op.scope, s.op.lanes) for s in stmts(k, ir.Assign)
                if isinstance(s.op, ir.Reduce)]
-    assert reduces == [(13, "thread", 0), (14, "warp", 0b11111), (19, "thread", 0)]
+    assert reduces == [(14, "thread", 0), (15, "warp", 0b11111), (20, "thread", 0)]
     stores = stmts(k, ir.Store)
-    assert [s.span.line for s in stores] == [16, 20]
+    assert [s.span.line for s in stores] == [17, 21]
     assert all(s.where is not None for s in stores)
 
 

@@ -393,7 +393,7 @@ def test_unknown_compile_time_override():
 def test_override_that_breaks_a_layout_points_at_the_layout():
     src = (SPECS / "vecadd.arg").read_text()
     err = error_of(src, consts={"BLOCK": 100})  # BLOCK // 256 == 0 values per thread
-    assert (err.span.line, err.span.col) == (9, 12)  # the layout bound to RUNS
+    assert (err.span.line, err.span.col) == (10, 12)  # the layout bound to RUNS
     assert err.message == "bad layout: shape (256,0) has non-positive extents [0]"
 
 

@@ -120,7 +120,7 @@ def test_source_line_comments():
         line = f"// {s.span.file}:{s.span.line}  {text[s.span.line - 1].strip()}"
         assert line in lk.ptx, line
     # the comment precedes that statement's instructions
-    store_at = lk.ptx.index("vecadd.arg:13  store(out[")
+    store_at = lk.ptx.index("vecadd.arg:14  store(out[")
     assert "st.global.v4.f32" in lk.ptx[store_at:]
 
 

@@ -72,14 +72,14 @@ def test_approximate_instructions_compute_the_table_function(instruction):
 
 def test_a_new_instruction_in_the_table_is_simulated(monkeypatch):
     # an approximate instruction the simulator has no code for: the table's entry says what it computes
-    entry = semantics.FloatUnary("sim_test_tanh", np.tanh, {"f32": ["tanh.approx.f32 {d}, {a};"]},
-                                 {"tanh.approx.f32": np.tanh})
+    entry = semantics.FloatUnary("sim_test_sin", np.sin, {"f32": ["sin.approx.f32 {d}, {a};"]},
+                                 {"sin.approx.f32": np.sin})
     monkeypatch.setitem(semantics.FLOAT_UNARY, entry.name, entry)
     x = np.linspace(-3, 3, 32, dtype=np.float32)
-    np.testing.assert_array_equal(run_one("tanh.approx.f32 %y, %x;", x, np.float32), np.tanh(x))
+    np.testing.assert_array_equal(run_one("sin.approx.f32 %y, %x;", x, np.float32), np.sin(x))
     monkeypatch.delitem(semantics.FLOAT_UNARY, entry.name)
     with pytest.raises(PtxSimError, match="unsupported instruction"):
-        run_one("tanh.approx.f32 %y, %x;", x, np.float32)
+        run_one("sin.approx.f32 %y, %x;", x, np.float32)
 
 
 def test_conversions_round_as_the_table_says():

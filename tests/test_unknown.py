@@ -201,8 +201,22 @@ def test_internal_error_is_unknown_never_proved(monkeypatch):
     monkeypatch.setattr(analysis.Analysis, "finish", broken)
     rep = smt.verify(compile_file(ROOT / "specs" / "vecadd.arg"), timeout_s=TIMEOUT)
     assert rep.exit_code == 3 and rep.unknowns()
-    assert all(r.status == "unknown" for r in rep.results if r.obligation != "launch")
+    # the contract obligations do not use the analysis (smt/coverage.py, smt/reduction_flow.py)
+    independent = ("launch", "reduction-coverage", "reduction-operator", "padding")
+    assert all(r.status == "unknown" for r in rep.results if r.obligation not in independent)
     assert all(r.message == "internal verifier error: RuntimeError: boom" for r in rep.unknowns())
+
+
+def test_internal_error_in_the_contract_obligations_is_unknown_never_proved(monkeypatch):
+    from argus_verify.smt.obligations import reductions
+
+    def broken(kernel):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(reductions, "Coverage", broken)
+    rep = smt.verify(compile_file(ROOT / "specs" / "vecadd.arg"), timeout_s=TIMEOUT)
+    mine = [r for r in rep.results if r.obligation in ("reduction-coverage", "reduction-operator", "padding")]
+    assert mine and all(r.status == "unknown" for r in mine) and rep.exit_code == 3
 
 
 @pytest.mark.xfail(strict=True, reason="the widening's reason is built from the analysis's notes, which this one "

@@ -87,7 +87,7 @@ def test_correct_spec_is_proved(path):
 
 def test_pipelined_gemm_stage_assertions_are_proved():
     rep = verified(ROOT / "specs" / "gemm_pipelined.arg")
-    asserts = [r for r in rep.results if r.obligation == "tag-assertion" and "// BK == kt" in r.message]
+    asserts = [r for r in rep.results if r.obligation == "tag-assertion" and "== kt * BK + coord" in r.message]
     assert len(asserts) == 2 and all(r.status == "proved" for r in asserts)
     races = [r for r in rep.results if r.obligation == "race"]
     uninit = [r for r in rep.results if r.obligation == "uninitialised-read"]

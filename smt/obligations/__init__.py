@@ -34,6 +34,7 @@ from argus_verify.smt.obligations.contract import check_contracts
 from argus_verify.smt.obligations.divergence import check_divergence
 from argus_verify.smt.obligations.once import check_once
 from argus_verify.smt.obligations.races import check_races
+from argus_verify.smt.obligations.reductions import check_contract_reductions
 from argus_verify.smt.obligations.uninit import check_uninit
 
 # (obligation name, check(analysis, timeout_s) -> [ObligationResult]), in report order
@@ -48,6 +49,8 @@ STEPS = (
     ("uninitialised-read", check_uninit),
     ("bank-conflict", check_banks),
     ("uncoalesced", check_coalescing),
+    # reduction-coverage, reduction-operator and padding: independent of the analysis, run last
+    ("reduction-coverage", check_contract_reductions),
 )
 
 __all__ = [
@@ -60,6 +63,7 @@ __all__ = [
     "check_contracts",
     "check_divergence",
     "check_once",
+    "check_contract_reductions",
     "check_races",
     "check_uninit",
 ]

@@ -29,7 +29,12 @@ OPERATOR = "the kernel combines with the contract's operators along its dimensio
 PADDING = "padding and accumulator starts are the identity of their reduction"
 
 
-def check_reductions(kernel: ir.Kernel, timeout_s: float) -> list:
+def check_contract_reductions(an, timeout_s: float) -> list:
+    """The step-registry form (smt.obligations.STEPS): the analysis's kernel."""
+    return check_reductions(an.k, timeout_s, an.shapes)
+
+
+def check_reductions(kernel: ir.Kernel, timeout_s: float, shapes: dict | None = None) -> list:
     if not kernel.contracts:
         return []
     t0 = time.perf_counter()
@@ -37,7 +42,7 @@ def check_reductions(kernel: ir.Kernel, timeout_s: float) -> list:
     out = _flow_results(kernel, span, timeout_s)
     if not any(r.obligation == "reduction-operator" and r.status == "violated" for r in out):
         # a wrong operator also breaks the counts; it is reported once, at its root
-        out += _coverage_results(kernel, timeout_s)
+        out += _coverage_results(kernel, timeout_s, shapes or {})
     for r in out:
         r.seconds = time.perf_counter() - t0
     return out
@@ -50,7 +55,9 @@ def _flow_results(kernel, span, timeout_s) -> list:
     for name, what in (("reduction-operator", OPERATOR), ("padding", PADDING)):
         found = [f for f in flow.findings if f.obligation == name]
         for f in found:
-            out.append(ObligationResult(name, "violated", f.span, f.message, detail=dict(f.detail), hint=f.hint))
+            witness = {k: v for k, v in f.detail.items() if v is not None}  # the operator / values found
+            out.append(ObligationResult(name, "violated", f.span, f.message, witness=witness or {"line": f.span.line},
+                                        detail=dict(f.detail), hint=f.hint))
         if name == "reduction-operator" and not found:
             for store, status, message, witness in check_expressions(kernel, flow, timeout_s):
                 found.append(store)
@@ -66,7 +73,7 @@ def _flow_results(kernel, span, timeout_s) -> list:
     return out
 
 
-def _coverage_results(kernel, timeout_s) -> list:
+def _coverage_results(kernel, timeout_s, shapes) -> list:
     try:
         cov = Coverage(kernel)
     except Unsupported as e:
@@ -85,7 +92,7 @@ def _coverage_results(kernel, timeout_s) -> list:
             w = cov.windows.get(key)
             if w is None:
                 continue
-            res = _window_check(kernel, contract, key, w, timeout_s, cov.lets)
+            res = _window_check(kernel, contract, key, w, timeout_s, cov.lets, shapes)
             if res is not None:
                 out.append(res)
                 break  # one gap is enough: the other operands of the same loop share it
@@ -120,10 +127,11 @@ def _problem(kernel, contract, cov: Coverage, p) -> ObligationResult:
         explanation=lines)
 
 
-def _window_check(kernel, contract, key, w: Window, timeout_s, lets) -> ObligationResult | None:
+def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes) -> ObligationResult | None:
     """The solver's part: the windows tile the dimension from 0 for every admissible size."""
     env = {n: z3.Int(n) for n in kernel.sizes}
-    cons = [z3.And(s >= 1, s <= Z.MAX_SIZE) for s in env.values()]
+    cons = [z3.And(s >= 1, s <= max(Z.MAX_SIZE, shapes.get(n, 0))) for n, s in env.items()]
+    cons += [env[n] == v for n, v in shapes.items() if n in env]
     try:
         cons += [_truth(z3_int(r, env)) for r in kernel.requires]
         extent = z3_int(kernel.param(key.tensor).shape[key.dim], env)
