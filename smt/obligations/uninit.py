@@ -19,6 +19,7 @@ from argus_verify.smt.obligations.common import (
 )
 from argus_verify.smt.query import Ev, exists_check, solve
 from argus_verify.smt.report import ObligationResult
+from argus_verify.smt.writers import of_shared_write
 from argus_verify.smt.zops import OPS, bv
 
 
@@ -48,7 +49,7 @@ def check_uninit(an, timeout) -> list:
 
 
 def uninit_nowrite(an, rd, timeout):
-    res, q, (ctx, r, t, v, e, off) = solve(an, timeout, partial(nowrite_query, an=an, rd=rd), validate=False)
+    res, q, (ctx, r, t, v, e, off) = solve(an, timeout, partial(nowrite_query, an=an, rd=rd))
     span = span_of(rd.node)
     if res.status != "violated":
         return result_from(res, "uninitialised-read", span, "initialisation could not be proved", "ok")
@@ -83,6 +84,15 @@ def nowrite_query(q, an, rd):
     D = an.window
     for W in an.sh_writes[rd.alloc.name]:
         if W.footprint() is None:
+            # a write under conditions that mix the thread with other values: the threads that
+            # may write e are named (smt.writers), and the conditions evaluated at them
+            wr = of_shared_write(an, W)
+            if wr is None:
+                continue
+            for k_inst, ex in P.recent_before(S, ctx, W.node, r, D):
+                rel = [Z.sub(x, wr.uniform_start(S, ctx, k_inst, d)) for d, x in enumerate(e)]
+                runs, named = wr.executes(S, ctx, k_inst, rel)
+                q.add(named, Z.Not(Z.And(ex, P.before(k_inst, r), runs)))
             continue
         for k_inst, ex in P.recent_before(S, ctx, W.node, r, D):
             q.add(
