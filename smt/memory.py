@@ -10,6 +10,8 @@ smt.sync).
 
 from __future__ import annotations
 
+import numpy as np
+
 from argus_verify import ir
 from argus_verify.smt import program as P
 from argus_verify.smt import values as V
@@ -33,6 +35,21 @@ class MemoryMixin:
                 items.append(("index", self.cint(it.index, env), 1))
         return View(view, items)
 
+    def store_live(self, node, where):
+        """[T, 1] the threads that may execute a store (its conditions of the thread alone; None:
+        every thread, when a condition depends on more than the thread)."""
+        t = np.arange(self.T, dtype=np.int64)
+        live = np.ones(self.T, dtype=bool)
+        conds = list(node.conds) + ([(where, True)] if where is not None else [])
+        for c, pos in conds:
+            if c.uniform:
+                continue
+            if c.np_fn is None:
+                return None
+            x = np.broadcast_to(np.asarray(c.np_fn(t)) != 0, t.shape)
+            live &= x if pos else ~x
+        return live[:, None]
+
     # ---- statements ------------------------------------------------------------------------
     def visit_SharedAlloc(self, s: ir.SharedAlloc, node, env):
         self.allocs[s.name] = AllocInfo(s, node)
@@ -44,6 +61,7 @@ class MemoryMixin:
         view = self.compile_view(s.dst, env)
         where = self.cint(s.where, env) if s.where is not None else None
         typ = frag.typ
+        self.demand.sink(frag, self.store_live(node, where))
         if s.dst.space == "shared":
             alloc = self.allocs[s.dst.base]
             self.sh_writes[alloc.name].append(
@@ -139,6 +157,8 @@ class MemoryMixin:
         try:
             if S.depth > MAX_DEPTH:
                 reason = "data flows through shared memory around a loop more deeply than the encoding follows"
+                if reason not in self.notes:  # the reason a tainted counterexample is unknown
+                    self.notes.append(reason)
                 return self.havoc_tag(S, rd.label, reason)
             off = rd.alloc.offset(e)
             options = []

@@ -183,8 +183,14 @@ def test_command_line_sample(tmp_path):
 
 # -- the incoming specs ------------------------------------------------------------------------------
 
-CORRECT = sorted((INCOMING / "correct").glob("*.arg"))
-BUGGY = sorted((INCOMING / "buggy").glob("*.arg"))
+def _promoted(folder: Path) -> list:
+    """Specs of the incoming set already moved into the corpus (they state a contract)."""
+    return [p for p in sorted(folder.glob("*.arg"))
+            if p.with_name(p.stem + ".ref.py").exists() and re.search(r"^\s*contract ", p.read_text(), re.M)]
+
+
+CORRECT = sorted((INCOMING / "correct").glob("*.arg")) + _promoted(ROOT / "specs")
+BUGGY = sorted((INCOMING / "buggy").glob("*.arg")) + _promoted(ROOT / "specs" / "buggy")
 
 
 def incoming_verdict(path: Path) -> list:

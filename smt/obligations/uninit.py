@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
+
 from argus_verify.smt import program as P
 from argus_verify.smt import zops as Z
+from argus_verify.smt.ints import const_of
 from argus_verify.smt.obligations.common import (
     elem_str,
     point,
@@ -18,8 +21,9 @@ from argus_verify.smt.obligations.common import (
     witness_base,
 )
 from argus_verify.smt.query import Ev, exists_check, solve
+from argus_verify.smt.records import boxes_of
 from argus_verify.smt.report import ObligationResult
-from argus_verify.smt.writers import of_shared_write
+from argus_verify.smt.writers import in_boxes, of_shared_write
 from argus_verify.smt.zops import OPS, bv
 
 
@@ -94,14 +98,17 @@ def nowrite_query(q, an, rd):
                 runs, named = wr.executes(S, ctx, k_inst, rel)
                 q.add(named, Z.Not(Z.And(ex, P.before(k_inst, r), runs)))
             continue
+        offsets = None if rd.alloc.injective else constant_box_offsets(W)
         for k_inst, ex in P.recent_before(S, ctx, W.node, r, D):
+            # a layout that maps several coordinates to one offset (stride 0): judged by offset
+            cov = W.covers(S, ctx, k_inst, e) if offsets is None else in_boxes(offsets, (off,))
             q.add(
                 Z.Not(
                     Z.And(
                         ex,
                         W.executes_uniform(S, ctx, k_inst),
                         P.before(k_inst, r),
-                        W.covers(S, ctx, k_inst, e),
+                        cov,
                     )
                 )
             )
@@ -114,6 +121,24 @@ def nowrite_query(q, an, rd):
 
     q.validators.append(validate)
     return ctx, r, t, v, e, off
+
+
+def constant_box_offsets(W):
+    """The offsets a full-tile write at constant view starts covers, as 1-D boxes (None: the
+    write is not such a write)."""
+    fp = W.footprint()
+    if fp is None or fp[0] != "box":
+        return None
+    starts = []
+    for kind, iv, extent in W.view.items:
+        c = const_of(iv)
+        if c is None:
+            return None
+        starts.append(range(c, c + extent) if kind == "slice" else range(c, c + 1))
+    grid = np.stack(np.meshgrid(*[np.arange(x.start, x.stop) for x in starts], indexing="ij"), -1)
+    coords = tuple(grid[..., d].reshape(-1) for d in range(len(starts)))
+    offs = np.asarray(W.alloc.offset_np(coords), dtype=np.int64).reshape(-1)
+    return boxes_of({(int(o),) for o in offs})
 
 
 def written_before(an, S, ctx, rd, off, r):
