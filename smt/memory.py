@@ -178,15 +178,23 @@ class MemoryMixin:
                     )
                     c = W.tile_coord(S, ctx, w_inst, e)
                     mine = W.holds(S, t, c)
+                    issuer = None
+                    if W.kind == "async" and len(self.uniform_waits()) < len(self.waits):
+                        # waits under conditions on the thread: they retire the copies of the
+                        # threads that run them; the issuing thread of c is named when unique
+                        issuer = self.unique_issuer(S, W, c)
+                        if issuer is not None:
+                            valid = Z.And(valid, issuer[1])
+                            issuer = issuer[0]
                     if W.kind == "store":
                         ok = Z.Or(mine, self.barrier_between(S, ctx, w_inst, r_inst))
                     else:
                         ok = Z.And(
-                            self.retired(S, ctx, w_inst, r_inst),
-                            Z.Or(mine, self.visible_after_wait(S, ctx, w_inst, r_inst)),
+                            self.retired(S, ctx, w_inst, r_inst, issuer),
+                            Z.Or(mine, self.visible_after_wait(S, ctx, w_inst, r_inst, issuer)),
                         )
                     options.append((valid, self.as_read(W, w_inst, W.tag_at(S, ctx, w_inst, c), ok, e)))
-                    events.append((W, w_inst, None, None, valid, ok))
+                    events.append((W, w_inst, issuer, None, valid, ok))
                     continue
                 w_inst = P.new_inst(S, ctx, W.node, "w")
                 tw, vw = S.var("tw"), S.var("vw")
@@ -212,6 +220,20 @@ class MemoryMixin:
             return out
         finally:
             S.depth -= 1
+
+    def unique_issuer(self, S, W, c):
+        """(thread, constraint naming it) for the only thread of copy W that holds tile
+        coordinate c, or None when several threads hold one coordinate."""
+        table = W.coords.coord_table()
+        flat = table.reshape(-1, table.shape[-1])
+        owners = np.repeat(np.arange(table.shape[0]), table.shape[1])
+        seen: dict = {}
+        for row, t in zip(map(tuple, flat.tolist()), owners.tolist(), strict=True):
+            seen.setdefault(row, set()).add(t)
+        if any(len(ts) > 1 for ts in seen.values()):
+            return None
+        th = S.var("issuer")
+        return th, Z.And(th >= 0, th < self.T, W.holds(S, th, c))
 
     def as_read(self, W, w_inst, tg: TagVal, ok, e) -> TagVal:
         """The written tag as the reader sees it: `err` unless the write completed and is visible."""

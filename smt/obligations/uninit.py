@@ -221,10 +221,10 @@ def unretired_query(q, an, rd):
     reads = S.memo["__reads__"]
     _, _, _, _, _, sel, events = reads[-1]
     alts = []
-    for i, (W, w_inst, _tw, _vw, valid, _ok) in enumerate(events):
+    for i, (W, w_inst, tw, _vw, valid, _ok) in enumerate(events):
         if W.kind != "async":
             continue
-        alts.append(Z.And(Z.Eq(sel, bv(i)), valid, Z.Not(an.retired(S, ctx, w_inst, r))))
+        alts.append(Z.And(Z.Eq(sel, bv(i)), valid, Z.Not(an.retired(S, ctx, w_inst, r, tw))))
     q.add(tg.cons, Z.Or(*alts))
 
     def validate(model):
@@ -233,7 +233,7 @@ def unretired_query(q, an, rd):
         W, w_inst, tw, vw, valid, ok = events[i]
 
         def build(S2):
-            return an.exactly_retired(S2, ctx, w_inst, r)
+            return an.exactly_retired(S2, ctx, w_inst, r, tw)
 
         return "a wait retires the copy" if exists_check(q, model, build) else None
 
