@@ -246,6 +246,12 @@ def verify_first(args, kernel, sizes=None) -> tuple[dict, int] | None:
         return None
     report = verify(kernel, timeout_s=getattr(args, "timeout", 10.0), shapes=sizes, jobs=default_jobs())
     if report.violations():
+        broken = unreproduced(kernel, report, args.file)
+        if broken:
+            if not args.json:
+                print(report.render_text(), file=sys.stderr)
+                print(f"argus: {witness_error_text(broken)}", file=sys.stderr)
+            return {"status": "error", "kind": "internal", "message": witness_error_text(broken)}, 4
         if not args.json:
             print(report.render_text(), file=sys.stderr)
             print(f"argus: refusing to {args.command} {args.file}: a verification obligation is violated "
@@ -257,6 +263,43 @@ def verify_first(args, kernel, sizes=None) -> tuple[dict, int] | None:
         print(f"argus: verified {kernel.name}: {c['proved']} obligations proved, {c['warning']} "
               f"performance warnings, {c['unknown']} unknown{vacuous} (argus verify for details)", file=sys.stderr)
     return refuse_unproved(args, report)
+
+
+def unreproduced(kernel, report, path) -> list:
+    """The violations whose witness does not reproduce in the interpreter (argus_verify.replay):
+    each is a bug of Argus, not of the kernel."""
+    if not report.violations():
+        return []
+    from argus_verify.replay import NOT_REPRODUCED, reproduce
+
+    out = []
+    for r in report.violations():
+        try:
+            check = reproduce(kernel, r, path)
+        except Exception:  # noqa: BLE001 - a replay that cannot run checks nothing
+            continue
+        if check["status"] == NOT_REPRODUCED:
+            out.append((r, check))
+    return out
+
+
+def witness_error_text(broken) -> str:
+    lines = []
+    for r, check in broken:
+        lines.append(f"the {r.obligation} witness at {r.location.file}:{r.location.line} does not reproduce in "
+                     f"the interpreter: {check['text']}")
+    return ("internal error: " + "; ".join(lines) + ". This is a bug in Argus (the verifier's counterexample "
+            "is wrong), not in the kernel; please report it")
+
+
+def internal_witness_error(args, report, broken) -> int:
+    if args.json:
+        print(json.dumps({"status": "error", "kind": "internal", "message": witness_error_text(broken),
+                          "results": report.to_json()}, indent=2, default=str))
+    else:
+        print(report.render_text())
+        print(f"argus: {witness_error_text(broken)}", file=sys.stderr)
+    return 4
 
 
 def refuse_unproved(args, report) -> tuple[dict, int] | None:
@@ -379,6 +422,9 @@ def cmd_verify(args) -> int:
     check_requires(args, k, given, "--shape")
     jobs = args.jobs if args.jobs is not None else default_jobs()
     report = smt.verify(k, timeout_s=args.timeout, shapes=given or None, jobs=jobs)
+    broken = unreproduced(k, report, args.file)
+    if broken:
+        return internal_witness_error(args, report, broken)
     replays = []
     if args.replay:
         from argus_verify.replay import replay_all

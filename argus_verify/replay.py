@@ -101,3 +101,196 @@ def replay_all(kernel: ir.Kernel, report, path: str) -> list[dict]:
         if getattr(r, "status", None) == "violated":
             out.append(replay_one(kernel, r, path))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Does a witness reproduce? (checked before a violation is shown: a witness that does not is a
+# bug of Argus, reported as an internal error, never as the user's bug)
+
+REPRODUCED, NOT_REPRODUCED, UNCHECKED = "reproduced", "not-reproduced", "unchecked"
+
+
+class _Run:
+    """One interpreter run at a witness's sizes, recording fragment values and a fault, if any."""
+
+    def __init__(self, kernel: ir.Kernel, w: dict, path: str | None, schedule: str = "lockstep"):
+        from argus_verify.diagnostics import ArgusRuntimeError
+        from argus_verify.runtime.interp import run
+
+        ref = load_reference(path) if path else None
+        sizes = {k: int(v) for k, v in (w.get("sizes") or {}).items() if k in kernel.sizes}
+        self.ok = all(s in sizes for s in kernel.sizes)
+        self.events: list = []
+        self.fault = None
+        self.outputs: dict = {}
+        if not self.ok:
+            return
+        inputs = make_inputs(kernel, sizes, np.random.default_rng(REPLAY_SEED), ref)
+        for name, val in (w.get("params") or {}).items():
+            inputs[name] = int(val)
+        self.arrays = {n: v for n, v in inputs.items() if isinstance(v, np.ndarray)}
+        scalars = {n: v for n, v in inputs.items() if not isinstance(v, np.ndarray)}
+        try:
+            self.outputs = run(kernel, self.arrays, sizes, scalars, trace=self.events.append, schedule=schedule)
+        except ArgusRuntimeError as e:
+            self.fault = e
+        except ArgusError:
+            self.ok = False  # sizes the interpreter refuses (a requires): nothing to check
+
+    def value(self, name: str, block, thread: int, value: int, loop: dict, line: int | None):
+        """The last value fragment `name` took at that point (at or before `line`), or None."""
+        found = None
+        for ev in self.events:
+            if ev.stmt.name != name or (line is not None and ev.stmt.span.line > line):
+                continue
+            if any(ev.loop.get(k) != v for k, v in loop.items()):
+                continue
+            hit = np.nonzero((ev.blocks == np.array(block)).all(axis=1))[0]
+            t = thread - ev.first_thread
+            if len(hit) and 0 <= t < ev.value.shape[1] and 0 <= value < ev.value.shape[2]:
+                found = float(ev.value[hit[0], t, value])
+        return found
+
+
+def _point(w: dict):
+    block = tuple(int(b) for b in (list(w.get("block", [0, 0, 0])) + [0, 0, 0])[:3])
+    element = w.get("element") or {}
+    return block, int(w.get("thread", 0)), int(element.get("value", w.get("value", 0))), \
+        {k: int(v) for k, v in (w.get("loop") or {}).items()}
+
+
+def _labels(kernel: ir.Kernel) -> dict:
+    """Fragment labels as the verifier prints them -> IR names (temporaries by their source)."""
+    from argus_verify.diagnostics import SOURCES
+
+    def src_text(span) -> str:
+        line = SOURCES.line(span.file, span.line) if span is not None and span.line > 0 else None
+        if line is None:
+            return ""
+        if span.end_line == span.line and span.end_col > span.col:
+            return line[span.col - 1 : span.end_col - 1].strip()
+        return line.strip()
+
+    out = {}
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Assign):
+            label = s.name
+            if s.name.startswith("_t"):
+                text = src_text(s.span)
+                label = f"({text})" if text else s.name
+            out.setdefault(label, s.name)
+    return out
+
+
+def _source_tag(kernel: ir.Kernel, source: str, sizes: dict):
+    """The declared tag of input element `source` ('A[i, j]'), or None if undeclared."""
+    name, _, rest = source.partition("[")
+    idx = [int(x) for x in rest.rstrip("]").split(",")]
+    decl = next((t for t in kernel.tags if t.tensor == name), None)
+    if decl is None:
+        return None
+    env = {**sizes, **dict(zip(decl.index_vars, idx, strict=True))}
+    try:
+        return [ir.eval_int(c, env) for c in decl.components]
+    except (KeyError, ZeroDivisionError):  # tag functions: not evaluated here
+        return None
+
+
+def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
+    """Check a violation's witness concretely in the interpreter, at the witness's sizes:
+
+    bounds               the run faults at the access's line
+    uninitialised-read   the value read is NaN (nothing visible was written), or, for a copy still
+                         in flight, differs from the value read when copies land at once
+    output-once          an element 'never written' is still NaN after the run
+    tag-assertion,       every operand the witness names whose value is a copy of an input
+    output-contract      element holds an element with the claimed tag
+
+    Returns {"status": reproduced | not-reproduced | unchecked, "text"}. Unchecked: nothing in
+    the witness can be checked by running the kernel (races, double writes, computed values)."""
+    w = _witness_fields(result)
+    ob = getattr(result, "obligation", "?")
+    line = getattr(getattr(result, "location", None), "line", None)
+
+    def out(status, text):
+        return {"obligation": ob, "line": line, "status": status, "text": text}
+
+    if not w or "sizes" not in w:
+        return out(UNCHECKED, "no sizes in the witness")
+    if ob == "bounds":
+        r = _Run(kernel, w, path)
+        if not r.ok:
+            return out(UNCHECKED, "the interpreter cannot run these sizes")
+        if r.fault is None:
+            return out(NOT_REPRODUCED, "the interpreter ran the witness's sizes without an out-of-bounds access")
+        at = getattr(getattr(r.fault, "span", None), "line", None)
+        if at == line:
+            return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
+        return out(UNCHECKED, f"the interpreter faulted first at line {at}")
+    if ob == "uninitialised-read":
+        frag = w.get("fragment")
+        if frag is None or "thread" not in w:
+            return out(UNCHECKED, "no fragment element in the witness")
+        block, thread, value, loop = _point(w)
+        r = _Run(kernel, w, path)
+        if not r.ok or r.fault is not None:
+            return out(UNCHECKED, "the interpreter cannot run these sizes")
+        x = r.value(frag, block, thread, value, loop, line)
+        if x is None:
+            return out(NOT_REPRODUCED, f"the read of {frag} does not run at that point")
+        if np.isnan(x):
+            return out(REPRODUCED, f"{frag}[value {value}] of thread {thread} reads NaN (never written)")
+        if "writer" in (getattr(result, "detail", None) or {}):  # a copy still in flight
+            early = _Run(kernel, w, path, "lockstep,copies=early")
+            y = early.value(frag, block, thread, value, loop, line) if early.ok else None
+            if y is not None and y != x:
+                return out(REPRODUCED, f"{frag}[value {value}] of thread {thread} reads {x:.6g}; {y:.6g} once "
+                                       "the copy lands")
+        return out(NOT_REPRODUCED, f"{frag}[value {value}] of thread {thread} reads {x:.6g}, a written value")
+    if ob == "output-once" and "never written" in getattr(result, "message", ""):
+        coord = (w.get("element") or {}).get("coord")
+        tensor = (w.get("element") or {}).get("tensor")
+        r = _Run(kernel, w, path)
+        if not r.ok or r.fault is not None or coord is None:
+            return out(UNCHECKED, "the interpreter cannot run these sizes")
+        x = float(r.outputs[tensor][tuple(coord)])
+        if np.isnan(x):
+            return out(REPRODUCED, f"{tensor}{list(coord)} is never written")
+        return out(NOT_REPRODUCED, f"{tensor}{list(coord)} is written ({x:.6g})")
+    if ob in ("tag-assertion", "output-contract"):
+        tags = (getattr(result, "detail", None) or {}).get("tags") or {}
+        message = getattr(result, "message", "")
+        if "mma" in message or "reduction" in message:  # operands held by other threads / values
+            return out(UNCHECKED, "the operands are not at the witness's (thread, value)")
+        if not tags or "thread" not in w:
+            return out(UNCHECKED, "no operand tags in the witness")
+        block, thread, value, loop = _point(w)
+        r = _Run(kernel, w, path)
+        if not r.ok or r.fault is not None:
+            return out(UNCHECKED, "the interpreter cannot run these sizes")
+        names = _labels(kernel)
+        checked = []
+        for label, claimed in tags.items():
+            name = names.get(label)
+            if name is None or claimed is None:
+                continue
+            x = r.value(name, block, thread, value, loop, line)
+            source = find_in_inputs(x, r.arrays) if x is not None else None
+            if source is None:
+                continue
+            real = _source_tag(kernel, source, {k: int(v) for k, v in w["sizes"].items()})
+            if real is None:
+                continue
+            for c, want in zip(real, claimed, strict=False):
+                if want != "*" and int(want) != int(c):
+                    return out(NOT_REPRODUCED, f"{label} holds {source} with tag {tuple(real)}, not {claimed}")
+            checked.append(f"{label} holds {source}")
+        if checked:
+            return out(REPRODUCED, "; ".join(checked))
+        return out(UNCHECKED, "no operand value is a copy of an input element")
+    return out(UNCHECKED, f"{ob} witnesses are not replayed")
+
+
+def reproduce_all(kernel: ir.Kernel, report, path: str | None = None) -> list[dict]:
+    """`reproduce` for every violation of a report."""
+    return [reproduce(kernel, r, path) for r in report.results if getattr(r, "status", None) == "violated"]

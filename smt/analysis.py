@@ -32,6 +32,7 @@ from argus_verify.smt import zops as Z
 from argus_verify.smt.carried import CarriedMixin
 from argus_verify.smt.compute import ComputeMixin
 from argus_verify.smt.control import ControlMixin
+from argus_verify.smt.demand import Demand
 from argus_verify.smt.diag import AnalysisError, src_text
 from argus_verify.smt.ints import IntCompiler, TagTerms, combine, named_int
 from argus_verify.smt.memory import MemoryMixin
@@ -99,8 +100,10 @@ class Analysis(
         self.passthrough: dict = {}  # id(merged value) -> (Cell, the other branch): x = new if c else x
         self.incr: dict = {}  # (name, loop var) -> (IntV of e, depth), for `x = x + e`
         self.env: dict = {}  # the values bound at the end of the kernel (integers and fragments)
+        self.demand = Demand(self.T)  # which fragment elements reach a store or an assertion
         self.walk(kernel.body, self.env, (), (), (), root)
         self.commits = P.CommitCounter(kernel.body, self.loops_by_stmt)
+        self.demand.compute()
         self.window = max([2] + [a.shape[0] for a in self.allocs.values() if self._indexed(a.name)])
 
     def finish(self, timeout_s: float) -> None:
@@ -243,6 +246,8 @@ class Analysis(
                 src_text(s.cond.b.span),
             )
         self.asserts.append((node, s, cond, frags, {f: env[f] for f in s.frags}, sides))
+        for f in s.frags:
+            self.demand.sink(env[f])
         # assume after assert: where the assertion fails, later uses of these fragments are
         # already wrong (err), so a bug is reported at the assertion, not again downstream
         names = list(dict.fromkeys(f for _, f, _ in frags))
@@ -260,4 +265,6 @@ class Analysis(
             fails = Z.And(node.guard(S, ctx, inst, t), present, Z.Not(prior), Z.Not(Z.i2b(cond.fn(S, ctx, inst, t, v))))
             return x.replace(err=Z.Or(x.err, fails))
 
-        return FragV(f.name, f.typ, fn, f.label, f.heads | cond.heads, f.loopdeps)
+        out = FragV(f.name, f.typ, fn, f.label, f.heads | cond.heads, f.loopdeps)
+        self.demand.flow(out, f)
+        return out

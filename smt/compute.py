@@ -95,7 +95,12 @@ class ComputeMixin:
             def cfn_ok():
                 return all(frags[n].has_cfn() for n in names)
 
-        return FragV(s.name, s.type, fn, label, heads, ld, cfn, cfn_ok)
+        out = FragV(s.name, s.type, fn, label, heads, ld, cfn, cfn_ok)
+        for n in names:
+            self.demand.flow(out, frags[n])
+        if len(names) >= 2:
+            self.checks[-1].demand = ("same", out, 0)
+        return out
 
     def visit_Cast(self, op: ir.Cast, s, node, env, label, ld) -> FragV:
         return self.relabelled(env[op.arg], "cast", s, label, ld)
@@ -118,7 +123,9 @@ class ComputeMixin:
                 x = a.cfn(S, ctx, inst, tuple(reversed(c)) if flip else c)
                 return x.replace(trace=Tr(x.trace, opname, s.span, element_label(label, len(c)), c))
 
-        return FragV(s.name, s.type, fn, label, a.heads, ld, cfn, a.has_cfn)
+        out = FragV(s.name, s.type, fn, label, a.heads, ld, cfn, a.has_cfn)
+        self.demand.flow(out, a)
+        return out
 
     def visit_Mma(self, op: ir.Mma, s, node, env, label, ld) -> FragV:
         A, B, C = env[op.a], env[op.b], env[op.c]
@@ -136,7 +143,13 @@ class ComputeMixin:
                 parts=MmaTerms.PARTS,
             )
         )
-        return FragV(s.name, s.type, mma.tag, label, A.heads | B.heads | C.heads, ld)
+        out = FragV(s.name, s.type, mma.tag, label, A.heads | B.heads | C.heads, ld)
+        spread = "thread" if op.atom == "fma" else "warp"
+        self.checks[-1].demand = ("same", out, 0)
+        self.demand.flow(out, A, spread)
+        self.demand.flow(out, B, spread)
+        self.demand.flow(out, C, spread)
+        return out
 
     def check_warp_holders(self, node, A, B, ctype):
         """Tensor-core mma: every product's operands must be held in the warp of its c element

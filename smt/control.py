@@ -55,6 +55,10 @@ class ControlMixin:
                     f"'{n}' is reassigned in the loop at line {s.span.line} with a different thread-value "
                     "layout than before the loop; the verifier needs one layout per loop-carried fragment"
                 )
+        for n, cell in cells.items():
+            if cell.is_frag:  # a loop-carried fragment: every element of every iteration is used
+                self.demand.sink(cell.pre)
+                self.demand.sink(post[n])
         if cells:
             end = P.Node(s, -1, node.levels + ((body_bid, len(s.body), None),), inner_loops, node.conds, self.blocks)
             self.pending_loops.append((L, cells, post, end))
@@ -155,7 +159,11 @@ class ControlMixin:
                 return post.has_cfn() and (pre is None or pre.has_cfn())
 
         loopdeps = (post.loopdeps | (pre.loopdeps if pre else frozenset())) - {L.var}
-        return FragV(post.name, post.typ, ffn, post.label, post.heads, loopdeps, cfn, cfn_ok)
+        out = FragV(post.name, post.typ, ffn, post.label, post.heads, loopdeps, cfn, cfn_ok)
+        self.demand.flow(out, post)
+        if pre is not None:
+            self.demand.flow(out, pre)
+        return out
 
     # ---- branches --------------------------------------------------------------------------
     def visit_If(self, s: ir.If, node, env):
@@ -213,7 +221,7 @@ class ControlMixin:
             def cfn_ok(a=a, b=b):
                 return a.has_cfn() and b.has_cfn()
 
-        return FragV(
+        out = FragV(
             a.name,
             a.typ,
             ffn,
@@ -223,3 +231,6 @@ class ControlMixin:
             cfn,
             cfn_ok,
         )
+        self.demand.flow(out, a)
+        self.demand.flow(out, b)
+        return out

@@ -42,6 +42,17 @@ def lin_mul(a, b):
     return None
 
 
+def thread_atom_lin(iv: IntV):
+    """The affine form of `iv`, where an integer of the thread alone that is not affine itself
+    (`thread_id // T`, `c ^ r`) stands for an opaque thread atom ("thr", iv): coverage evaluates
+    such atoms over every thread with numpy (`np_fn`) and in Z3 through `iv.fn`."""
+    if iv.lin is not None:
+        return iv.lin
+    if not iv.uniform and iv.np_fn is not None and not iv.loopdeps and not iv.heads:
+        return ({("thr", iv): 1}, 0)
+    return None
+
+
 def lin_of(op, a, b):
     """The affine form of `a op b` (None where the operator leaves affine forms)."""
     if op == "+":
@@ -88,6 +99,8 @@ def combine(op, a: IntV, b: IntV) -> IntV:
             )
 
     lin = lin_of(op, a.lin, b.lin)
+    if lin is None and op in ("+", "-", "*"):
+        lin = lin_of(op, thread_atom_lin(a), thread_atom_lin(b))
     ca, cb = const_of(a), const_of(b)
     if ca is not None and cb is not None:
         r = semantics.fold(op, ca, cb)

@@ -10,6 +10,8 @@ smt.sync).
 
 from __future__ import annotations
 
+import numpy as np
+
 from argus_verify import ir
 from argus_verify.smt import program as P
 from argus_verify.smt import values as V
@@ -33,6 +35,21 @@ class MemoryMixin:
                 items.append(("index", self.cint(it.index, env), 1))
         return View(view, items)
 
+    def store_live(self, node, where):
+        """[T, 1] the threads that may execute a store (its conditions of the thread alone; None:
+        every thread, when a condition depends on more than the thread)."""
+        t = np.arange(self.T, dtype=np.int64)
+        live = np.ones(self.T, dtype=bool)
+        conds = list(node.conds) + ([(where, True)] if where is not None else [])
+        for c, pos in conds:
+            if c.uniform:
+                continue
+            if c.np_fn is None:
+                return None
+            x = np.broadcast_to(np.asarray(c.np_fn(t)) != 0, t.shape)
+            live &= x if pos else ~x
+        return live[:, None]
+
     # ---- statements ------------------------------------------------------------------------
     def visit_SharedAlloc(self, s: ir.SharedAlloc, node, env):
         self.allocs[s.name] = AllocInfo(s, node)
@@ -44,6 +61,7 @@ class MemoryMixin:
         view = self.compile_view(s.dst, env)
         where = self.cint(s.where, env) if s.where is not None else None
         typ = frag.typ
+        self.demand.sink(frag, self.store_live(node, where))
         if s.dst.space == "shared":
             alloc = self.allocs[s.dst.base]
             self.sh_writes[alloc.name].append(
@@ -139,6 +157,8 @@ class MemoryMixin:
         try:
             if S.depth > MAX_DEPTH:
                 reason = "data flows through shared memory around a loop more deeply than the encoding follows"
+                if reason not in self.notes:  # the reason a tainted counterexample is unknown
+                    self.notes.append(reason)
                 return self.havoc_tag(S, rd.label, reason)
             off = rd.alloc.offset(e)
             options = []
@@ -158,15 +178,23 @@ class MemoryMixin:
                     )
                     c = W.tile_coord(S, ctx, w_inst, e)
                     mine = W.holds(S, t, c)
+                    issuer = None
+                    if W.kind == "async" and len(self.uniform_waits()) < len(self.waits):
+                        # waits under conditions on the thread: they retire the copies of the
+                        # threads that run them; the issuing thread of c is named when unique
+                        issuer = self.unique_issuer(S, W, c)
+                        if issuer is not None:
+                            valid = Z.And(valid, issuer[1])
+                            issuer = issuer[0]
                     if W.kind == "store":
                         ok = Z.Or(mine, self.barrier_between(S, ctx, w_inst, r_inst))
                     else:
                         ok = Z.And(
-                            self.retired(S, ctx, w_inst, r_inst),
-                            Z.Or(mine, self.visible_after_wait(S, ctx, w_inst, r_inst)),
+                            self.retired(S, ctx, w_inst, r_inst, issuer),
+                            Z.Or(mine, self.visible_after_wait(S, ctx, w_inst, r_inst, issuer)),
                         )
                     options.append((valid, self.as_read(W, w_inst, W.tag_at(S, ctx, w_inst, c), ok, e)))
-                    events.append((W, w_inst, None, None, valid, ok))
+                    events.append((W, w_inst, issuer, None, valid, ok))
                     continue
                 w_inst = P.new_inst(S, ctx, W.node, "w")
                 tw, vw = S.var("tw"), S.var("vw")
@@ -192,6 +220,20 @@ class MemoryMixin:
             return out
         finally:
             S.depth -= 1
+
+    def unique_issuer(self, S, W, c):
+        """(thread, constraint naming it) for the only thread of copy W that holds tile
+        coordinate c, or None when several threads hold one coordinate."""
+        table = W.coords.coord_table()
+        flat = table.reshape(-1, table.shape[-1])
+        owners = np.repeat(np.arange(table.shape[0]), table.shape[1])
+        seen: dict = {}
+        for row, t in zip(map(tuple, flat.tolist()), owners.tolist(), strict=True):
+            seen.setdefault(row, set()).add(t)
+        if any(len(ts) > 1 for ts in seen.values()):
+            return None
+        th = S.var("issuer")
+        return th, Z.And(th >= 0, th < self.T, W.holds(S, th, c))
 
     def as_read(self, W, w_inst, tg: TagVal, ok, e) -> TagVal:
         """The written tag as the reader sees it: `err` unless the write completed and is visible."""

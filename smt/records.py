@@ -308,4 +308,5 @@ class Check:
     def __init__(self, kind, node, fn, typ, detail, parts=(None,)):
         self.kind, self.node, self.fn, self.typ, self.detail = kind, node, fn, typ, detail
         self.parts = parts
+        self.demand = None  # (how, result FragV, lanes): which elements are used (smt.demand)
         self.result = node.stmt.name if isinstance(node.stmt, ir.Assign) else kind

@@ -36,6 +36,15 @@ class SyncMixin:
         """The waits every thread of a block executes alike (only they order async copies)."""
         return [w for w in self.waits if w.uniform_guard]
 
+    def waits_for(self, tw):
+        """(wait, the thread its guard is evaluated for): the uniform waits, and, when the copy's
+        issuing thread tw is known, the waits under conditions on the thread, evaluated for tw
+        (cp.async groups are per thread: the issuing thread's own wait retires its copy)."""
+        out = [(w, None) for w in self.uniform_waits()]
+        if tw is not None:
+            out += [(w, tw) for w in self.waits if not w.uniform_guard]
+        return out
+
     def barrier_between(self, S, ctx, x_inst, y_inst):
         """A barrier executes after x_inst and before y_inst (under-approximation)."""
         parts = []
@@ -58,34 +67,36 @@ class SyncMixin:
         S.notes.add(f"async-copy groups cannot be counted exactly ({self.commits.reason})")
         return True
 
-    def retired(self, S, ctx, x_inst, y_inst):
-        """The async copy x_inst was retired by a wait executed before y_inst."""
+    def retired(self, S, ctx, x_inst, y_inst, tw=None):
+        """The async copy x_inst (issued by thread tw, None: unknown) was retired by a wait
+        executed before y_inst."""
         if self.groups_uncountable(S):
             return FALSE
         g = self.group_of(S, ctx, x_inst)
         parts = []
-        for w in self.uniform_waits():
+        for w, wt in self.waits_for(tw):
             for w_inst, ex in P.recent_before(S, ctx, w, y_inst, 1):
-                guard = w.guard(S, ctx, w_inst, None)
+                guard = w.guard(S, ctx, w_inst, wt)
                 parts.append(Z.And(ex, guard, P.before(x_inst, w_inst), self.retires(S, ctx, w, w_inst, g)))
         return Z.Or(*parts)
 
-    def visible_after_wait(self, S, ctx, x_inst, y_inst):
-        """The async copy x_inst was retired by a wait, then a barrier, before y_inst."""
+    def visible_after_wait(self, S, ctx, x_inst, y_inst, tw=None):
+        """The async copy x_inst (issued by thread tw) was retired by a wait, then a barrier,
+        before y_inst."""
         if self.groups_uncountable(S):
             return FALSE
         g = self.group_of(S, ctx, x_inst)
         parts = []
         for b in self.definite_barriers():
             for b_inst, exb in P.recent_before(S, ctx, b, y_inst, 1):
-                for w in self.uniform_waits():
+                for w, wt in self.waits_for(tw):
                     for w_inst, exw in P.recent_before(S, ctx, w, b_inst, 1):
                         parts.append(
                             Z.And(
                                 exb,
                                 b.guard(S, ctx, b_inst, None),
                                 exw,
-                                w.guard(S, ctx, w_inst, None),
+                                w.guard(S, ctx, w_inst, wt),
                                 P.before(x_inst, w_inst),
                                 self.retires(S, ctx, w, w_inst, g),
                             )
@@ -97,8 +108,8 @@ class SyncMixin:
         if W.kind == "store":
             return Z.Or(Z.Eq(tw, t), self.barrier_between(S, ctx, w_inst, r_inst))
         return Z.And(
-            self.retired(S, ctx, w_inst, r_inst),
-            Z.Or(Z.Eq(tw, t), self.visible_after_wait(S, ctx, w_inst, r_inst)),
+            self.retired(S, ctx, w_inst, r_inst, tw),
+            Z.Or(Z.Eq(tw, t), self.visible_after_wait(S, ctx, w_inst, r_inst, tw)),
         )
 
     # ---- the exact forms, for re-checking a candidate counterexample (any instances at all) ----
@@ -109,15 +120,15 @@ class SyncMixin:
             parts.append(Z.And(bi.cons, b.guard(S, ctx, bi, None), P.before(x_inst, bi), P.before(bi, y_inst)))
         return Z.Or(*parts)
 
-    def exactly_retired(self, S, ctx, x_inst, y_inst):
+    def exactly_retired(self, S, ctx, x_inst, y_inst, tw=None):
         g = self.group_of(S, ctx, x_inst)
         parts = []
-        for w in self.uniform_waits():
+        for w, wt in self.waits_for(tw):
             wi = P.new_inst(S, ctx, w, "vw")
             parts.append(
                 Z.And(
                     wi.cons,
-                    w.guard(S, ctx, wi, None),
+                    w.guard(S, ctx, wi, wt),
                     P.before(x_inst, wi),
                     P.before(wi, y_inst),
                     self.retires(S, ctx, w, wi, g),

@@ -30,7 +30,9 @@ class WarpMixin:
             x = a.tag(S, ctx, inst, src, v)
             return x.replace(trace=Tr(x.trace, f"shfl_{op.mode}", s.span, value_label(label), (v, t)))
 
-        return FragV(s.name, s.type, fn, label, a.heads | lane_arg.heads, ld)
+        out = FragV(s.name, s.type, fn, label, a.heads | lane_arg.heads, ld)
+        self.demand.flow(out, a, ("shfl", op.mode, lane_arg))
+        return out
 
     def visit_Reduce(self, op: ir.Reduce, s, node, env, label, ld) -> FragV:
         a = env[op.arg]
@@ -44,7 +46,10 @@ class WarpMixin:
                 f"the elements {opname} combines must agree on every tag component but {op.axis}",
             )
         )
-        return FragV(s.name, s.type, reduced_tags(op, a, s, label), label, a.heads, ld)
+        out = FragV(s.name, s.type, reduced_tags(op, a, s, label), label, a.heads, ld)
+        self.demand.flow(out, a, ("reduce", op.lanes if op.scope == "warp" else 0))
+        self.checks[-1].demand = ("reduce", out, op.lanes if op.scope == "warp" else 0)
+        return out
 
 
 def reduced_tags(op: ir.Reduce, a: FragV, s, label):

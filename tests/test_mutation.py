@@ -182,12 +182,14 @@ def test_command_line_sample(tmp_path):
 
 # -- the incoming specs ------------------------------------------------------------------------------
 
-# the incoming corpus, and its specs that got their verdicts and moved into specs/ and specs/buggy/
-CORRECT = sorted((INCOMING / "correct").glob("*.arg")) + [
-    p for p in sorted((INCOMING.parent).glob("*.arg")) if re.search(r"^\s*contract ", p.read_text(), re.M)]
-BUGGY = sorted((INCOMING / "buggy").glob("*.arg")) + [
-    p for p in sorted((INCOMING.parent / "buggy").glob("*.arg"))
-    if p.read_text().startswith("# expect: ") and p.with_name(p.stem + ".ref.py").exists()]
+def _promoted(folder: Path) -> list:
+    """Specs of the incoming set already moved into the corpus (they state a contract)."""
+    return [p for p in sorted(folder.glob("*.arg"))
+            if p.with_name(p.stem + ".ref.py").exists() and re.search(r"^\s*contract ", p.read_text(), re.M)]
+
+
+CORRECT = sorted((INCOMING / "correct").glob("*.arg")) + _promoted(ROOT / "specs")
+BUGGY = sorted((INCOMING / "buggy").glob("*.arg")) + _promoted(ROOT / "specs" / "buggy")
 
 
 def incoming_verdict(path: Path) -> list:

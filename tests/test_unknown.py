@@ -51,10 +51,6 @@ SOURCES = {
     v = load(sx[0 : 256], tv=(256, 1):(1, 1))
     store(out[base : base + 256], v, mask=True)
 """, "uninitialised-read", "a loop whose bounds depend on an outer loop contains commit() (line 9)"),
-    "thread_dependent_output_view": ("""\
-    xs = load(x[base + thread_id : base + thread_id + 1], tv=(256, 1):(0, 0), mask=True)
-    store(out[base + thread_id : base + thread_id + 1], xs, mask=True)
-""", "output-once", "coverage of out is beyond the encoding: the store's view depends on the thread (line 8)"),
     "output_start_not_affine": ("""\
     b2 = (block_id.x // 2) * 512 + (block_id.x % 2) * 256
     xs = load(x[b2 : b2 + 256], tv=(256, 1):(1, 1), mask=True)
@@ -70,15 +66,6 @@ SOURCES = {
     xs = load(x[b2 : b2 + 256], tv=(256, 1):(1, 1), mask=True)
     store(out[b2 : b2 + 256], xs, mask=True)
 """, "output-once", "a block id or loop variable is used in several dimensions (or negatively)"),
-    "store_under_thread_and_size_condition": ("""\
-    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
-    if base + thread_id < N:
-        store(out[base : base + 256], xs, mask=True)
-""", "output-once", "the store's condition mixes the thread with other values (line 9)"),
-    "where_mixes_thread_and_size": ("""\
-    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
-    store(out[base : base + 256], xs, mask=True, where=base + thread_id < N)
-""", "output-once", "where= mixes the thread with other values (line 8)"),
     "overlapping_output_tiles": ("""\
     b2 = block_id.x * 128
     xs = load(x[b2 : b2 + 256], tv=(256, 1):(1, 1), mask=True)
@@ -105,20 +92,8 @@ SOURCES = {
     barrier()
     both = load(sx[0 : 2, 0 : 256], tv=(256, (1, 2)):(1, (1, 256)))
     s = reduce_sum(both, axis=0)
+    store(out[base : base + 256], reshape(s, 256), mask=True)
 """, "tag-assertion", "the combined elements agree but mix tagged and untagged (or `*`) elements"),
-    "launch_division_under_thread_condition": ("""\
-    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
-    if thread_id < 128:
-        q = thread_id // (N - 3)
-    store(out[base : base + 256], xs, mask=True)
-""", "launch", "where the division may not run: it is under the condition at line 8"),
-}
-
-# the verifier's own limits that no small kernel states: (case, how it is reproduced)
-SOLVER_LIMIT = "solver_time_limit"
-INTERNAL_ERROR = "internal_verifier_error"
-# limits that should give unknown but give something else today (strict xfail: fixing one fails here)
-WRONG_TODAY = {
     "smem_loop_deeper_than_the_encoding": ("""\
     sx = shared(f32[256])
     xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
@@ -132,9 +107,32 @@ WRONG_TODAY = {
     w = load(sx[0 : 256], tv=(256, 1):(1, 1))
     store(out[base : base + 256], w, mask=True)
 """, "output-contract", "data flows through shared memory around a loop more deeply than the encoding follows"),
+    "launch_division_under_thread_condition": ("""\
+    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    if thread_id < 128:
+        q = thread_id // (N - 3)
+    store(out[base : base + 256], xs, mask=True)
+""", "launch", "where the division may not run: it is under the condition at line 8"),
 }
-FALSE_ALARMS = {  # correct kernels reported violated today (a witness that does not reproduce)
-    "wait_under_thread_condition": """\
+
+# the verifier's own limits that no small kernel states: (case, how it is reproduced)
+SOLVER_LIMIT = "solver_time_limit"
+INTERNAL_ERROR = "internal_verifier_error"
+PROVED_NOW = {  # sources of unknown / false alarms lifted: proved exactly (issue 8)
+    "thread_dependent_output_view": ("""\
+    xs = load(x[base + thread_id : base + thread_id + 1], tv=(256, 1):(0, 0), mask=True)
+    store(out[base + thread_id : base + thread_id + 1], xs, mask=True)
+""", None),
+    "store_under_thread_and_size_condition": ("""\
+    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    if base + thread_id < N:
+        store(out[base : base + 256], xs, mask=True)
+""", None),
+    "where_mixes_thread_and_size": ("""\
+    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    store(out[base : base + 256], xs, mask=True, where=base + thread_id < N)
+""", None),
+    "wait_under_thread_condition": ("""\
     sx = shared(f32[256])
     copy_async(sx[0 : 256], x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
     commit()
@@ -143,15 +141,15 @@ FALSE_ALARMS = {  # correct kernels reported violated today (a witness that does
     barrier()
     v = load(sx[0 : 256], tv=(256, 1):(1, 1))
     store(out[base : base + 256], v, mask=True)
-""",
-    "broadcast_shared_layout": """\
+""", None),
+    "broadcast_shared_layout": ("""\
     sx = shared(f32[2, 256], layout=(2, 256):(0, 1))
     xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
     store(sx[0, 0 : 256], xs)
     barrier()
     v = load(sx[1, 0 : 256], tv=(256, 1):(1, 1))
     store(out[base : base + 256], v, mask=True)
-""",
+""", ("uninitialised-read",)),
 }
 # sources handled before the verifier: the front end refuses the construct
 FRONT_END = {
@@ -181,7 +179,7 @@ def unknown_reasons(rep, obligation) -> list[str]:
 @pytest.mark.parametrize("case", list(SOURCES))
 def test_source_of_unknown_is_reproduced_with_its_reason(case):
     body, obligation, reason = SOURCES[case]
-    rep = smt.verify(kernel(case, body), timeout_s=TIMEOUT)
+    rep = smt.verify(kernel(case, body), timeout_s=TIMEOUT, checks=(obligation,))
     reasons = unknown_reasons(rep, obligation)
     assert any(reason in m for m in reasons), rep.render_text()
     assert rep.exit_code in (1, 3)
@@ -219,20 +217,11 @@ def test_internal_error_in_the_contract_obligations_is_unknown_never_proved(monk
     assert mine and all(r.status == "unknown" for r in mine) and rep.exit_code == 3
 
 
-@pytest.mark.xfail(strict=True, reason="the widening's reason is built from the analysis's notes, which this one "
-                                       "does not join: the message ends in an empty reason")
-@pytest.mark.parametrize("case", list(WRONG_TODAY))
-def test_unknown_with_an_empty_reason_today(case):
-    body, obligation, reason = WRONG_TODAY[case]
-    rep = smt.verify(kernel(case, body), timeout_s=TIMEOUT, checks=(obligation,))
-    assert any(reason in m for m in unknown_reasons(rep, obligation)), rep.render_text()
-
-
-@pytest.mark.xfail(strict=True, reason="the verifier reports these correct kernels as violated (uninitialised-read)")
-@pytest.mark.parametrize("case", list(FALSE_ALARMS))
-def test_false_alarm_today(case):
-    rep = smt.verify(kernel(case, FALSE_ALARMS[case]), timeout_s=TIMEOUT, checks=("uninitialised-read",))
-    assert not rep.violations(), rep.render_text()
+@pytest.mark.parametrize("case", list(PROVED_NOW))
+def test_lifted_source_is_proved(case):
+    body, checks = PROVED_NOW[case]
+    rep = smt.verify(kernel(case, body), timeout_s=TIMEOUT, checks=checks)
+    assert rep.exit_code == 0 and not rep.unknowns(), rep.render_text()
 
 
 @pytest.mark.parametrize("case", list(FRONT_END))
@@ -246,5 +235,5 @@ def test_docs_list_exactly_these_sources():
     text = (ROOT / "docs" / "verify.md").read_text()
     section = text.split("## Sources of unknown", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `([a-z_]+)` \|", section, re.M))
-    cases = {*SOURCES, *WRONG_TODAY, *FALSE_ALARMS, *FRONT_END, SOLVER_LIMIT, INTERNAL_ERROR}
+    cases = {*SOURCES, *FRONT_END, SOLVER_LIMIT, INTERNAL_ERROR}
     assert listed == cases

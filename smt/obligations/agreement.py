@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from argus_verify.smt.demand import check_mask, demanded
 from argus_verify.smt.obligations.common import (
     fmt_tag,
     point,
@@ -70,6 +71,8 @@ def agreement_query(q, ck, part):
     """A point where the check's operands (for one of its parts) disagree."""
     S, ctx, inst, t = point(q, ck.node)
     v = value_var(q, ck.typ.values)
+    # only elements whose value reaches a store, an assertion or a loop-carried value (smt.demand)
+    q.add(demanded(check_mask(q.an, ck), t, v))
     r = ck.fn(S, ctx, inst, t, v, part) if part is not None else ck.fn(S, ctx, inst, t, v)
     q.add(ck.node.guard(S, ctx, inst, t), r["cons"], r["bad"])
     return ctx, inst, t, v, r

@@ -20,6 +20,7 @@ from argus_verify.smt.obligations.common import elem_str, result_from, span_of, 
 from argus_verify.smt.query import solve
 from argus_verify.smt.records import boxes_of
 from argus_verify.smt.report import ObligationResult
+from argus_verify.smt.writers import Writers
 from argus_verify.smt.zops import FALSE, TRUE, bv
 
 
@@ -191,7 +192,9 @@ def cover_query(q, an, decl, writers, state):
             state["bad"] = True
             q.add(FALSE)
             continue
-        ok, _, _, _ = r
+        ok = r[0]
+        if len(r) > 4:
+            q.add(r[4])  # the constraints that name the element's holder threads
         q.add(Z.Not(ok))
         exact = exact and writer.exact
     state["exact"] = exact
@@ -220,16 +223,41 @@ def cover_violation(an, decl, res, span, x) -> ObligationResult:
 
 def skolem_writer(an, acc):
     """For an output store: the `SkolemWriter` of its elements, when the view's starts are affine
-    with one block id or loop variable per dimension. Returns (writer, "") or (None, reason)."""
+    with one block id or loop variable per dimension. Returns (writer, "") or (None, reason).
+    Stores whose view or conditions depend on the thread get a `ThreadSkolemWriter`."""
     used, why = affine_dimensions(acc)
-    if used is None:
-        return None, why
-    boxes, why = written_boxes(an, acc)
+    boxes = None
+    if used is not None:
+        boxes, why = written_boxes(an, acc)
     if why:
-        return None, why
+        writer, why2 = thread_skolem_writer(an, acc)
+        return (writer, "") if writer is not None else (None, why2 or why)
     if len(acc.view.items) != len(an.tensor_dims[acc.tensor]):
         return None, "view rank"
     return SkolemWriter(an, acc, used, boxes), ""
+
+
+def thread_skolem_writer(an, acc):
+    """The only writer of an element of a store whose view starts or conditions depend on the
+    thread: its block and iteration from the element (as in `SkolemWriter`), its thread(s) from the
+    element's offset in what the block writes (`smt.writers.Writers`)."""
+    if len(acc.view.items) != len(an.tensor_dims[acc.tensor]):
+        return None, "view rank"
+    wr, why = Writers.of(an, acc.node, acc.view, acc.coords, acc.values, acc.where)
+    if wr is None:
+        return None, why
+    used = {}
+    for d, (_kind, rest, _thr, _ext, _iv) in enumerate(wr.dims):
+        if rest is None:
+            return None, f"the start of dimension {d} of the store is not affine"
+        atoms = {a: c for a, c in rest[0].items() if a[0] in ("blk", "loop")}
+        if len(atoms) > 1:
+            return None, f"dimension {d} of the store mixes several block ids / loop variables"
+        for a, c in atoms.items():
+            if a in used or c <= 0:
+                return None, "a block id or loop variable is used in several dimensions (or negatively)"
+            used[a] = (d, c)
+    return ThreadSkolemWriter(an, acc, used, wr), ""
 
 
 def affine_dimensions(acc):
@@ -369,3 +397,54 @@ def in_box(box, coords):
     """The coordinates lie in the half-open box ((lo...), (hi...))."""
     lo, hi = box
     return Z.And(*[z for a, b, y in zip(lo, hi, coords, strict=True) for z in (Z.Le(bv(a), y), Z.Lt(y, bv(b)))])
+
+
+class ThreadSkolemWriter(SkolemWriter):
+    """`SkolemWriter` for stores whose view starts or conditions depend on the thread: the element
+    x is written at offset r = x - U (U: the thread-independent part of the starts) in what the
+    candidate block and iteration write, by the threads `Writers` names for r."""
+
+    def __init__(self, an, acc, used, wr):
+        self.an, self.acc, self.used, self.wr = an, acc, used, wr
+        loops = {L.var: L for L in acc.node.loops}
+        self.exact = True
+        for a, (d, c) in used.items():
+            step = loops[a[1]].step if a[0] == "loop" else 1
+            if c * step < int(wr.hi[d] - wr.lo[d]):
+                self.exact = False
+
+    def rest(self, d, skip):
+        return self.lin_eval(self.wr.dims[d][1], skip)
+
+    def __call__(self, S, x):
+        ok = []
+        blocks = [bv(0), bv(0), bv(0)]
+        for a, (d, c) in self.used.items():
+            if a[0] == "blk":
+                rest = self.rest(d, a)
+                if rest is None:
+                    return None
+                blocks[a[1]] = Z.floordiv(Z.sub(Z.sub(x[d], rest), bv(int(self.wr.lo[d]))), bv(c))
+        ctx = V.Ctx(blocks, TRUE)
+        for g, b in zip(self.an.grid, blocks, strict=True):
+            ok += [Z.Le(bv(0), b), Z.Lt(b, g.fn(S, None, None, None))]
+        inst = V.Inst(self.acc.node)
+        for L in self.acc.node.loops:
+            start, trips = L.bounds(S, ctx, inst)
+            a = ("loop", L.var)
+            if a in self.used:
+                d, c = self.used[a]
+                rest = self.rest(d, a)
+                if rest is None:
+                    return None
+                off = Z.sub(Z.sub(Z.sub(x[d], rest), Z.mul(start, bv(c))), bv(int(self.wr.lo[d])))
+                m = Z.floordiv(off, bv(c * L.step))
+            else:
+                m = bv(0)
+            inst.cnt[L.var] = m
+            inst.vals[L.var] = Z.add(start, Z.mul(m, bv(L.step)))
+            ok += [Z.Le(bv(0), m), Z.Lt(m, trips)]
+        r = [Z.sub(x[d], self.wr.uniform_start(S, ctx, inst, d)) for d in range(len(x))]
+        ex, named = self.wr.executes(S, ctx, inst, r)
+        ok.append(ex)
+        return Z.And(*ok), ctx, inst, r, named

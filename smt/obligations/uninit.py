@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
+
 from argus_verify.smt import program as P
 from argus_verify.smt import zops as Z
+from argus_verify.smt.ints import const_of
 from argus_verify.smt.obligations.common import (
     elem_str,
     point,
@@ -18,7 +21,9 @@ from argus_verify.smt.obligations.common import (
     witness_base,
 )
 from argus_verify.smt.query import Ev, exists_check, solve
+from argus_verify.smt.records import boxes_of
 from argus_verify.smt.report import ObligationResult
+from argus_verify.smt.writers import in_boxes, of_shared_write
 from argus_verify.smt.zops import OPS, bv
 
 
@@ -48,7 +53,7 @@ def check_uninit(an, timeout) -> list:
 
 
 def uninit_nowrite(an, rd, timeout):
-    res, q, (ctx, r, t, v, e, off) = solve(an, timeout, partial(nowrite_query, an=an, rd=rd), validate=False)
+    res, q, (ctx, r, t, v, e, off) = solve(an, timeout, partial(nowrite_query, an=an, rd=rd))
     span = span_of(rd.node)
     if res.status != "violated":
         return result_from(res, "uninitialised-read", span, "initialisation could not be proved", "ok")
@@ -83,15 +88,27 @@ def nowrite_query(q, an, rd):
     D = an.window
     for W in an.sh_writes[rd.alloc.name]:
         if W.footprint() is None:
+            # a write under conditions that mix the thread with other values: the threads that
+            # may write e are named (smt.writers), and the conditions evaluated at them
+            wr = of_shared_write(an, W)
+            if wr is None:
+                continue
+            for k_inst, ex in P.recent_before(S, ctx, W.node, r, D):
+                rel = [Z.sub(x, wr.uniform_start(S, ctx, k_inst, d)) for d, x in enumerate(e)]
+                runs, named = wr.executes(S, ctx, k_inst, rel)
+                q.add(named, Z.Not(Z.And(ex, P.before(k_inst, r), runs)))
             continue
+        offsets = None if rd.alloc.injective else constant_box_offsets(W)
         for k_inst, ex in P.recent_before(S, ctx, W.node, r, D):
+            # a layout that maps several coordinates to one offset (stride 0): judged by offset
+            cov = W.covers(S, ctx, k_inst, e) if offsets is None else in_boxes(offsets, (off,))
             q.add(
                 Z.Not(
                     Z.And(
                         ex,
                         W.executes_uniform(S, ctx, k_inst),
                         P.before(k_inst, r),
-                        W.covers(S, ctx, k_inst, e),
+                        cov,
                     )
                 )
             )
@@ -104,6 +121,24 @@ def nowrite_query(q, an, rd):
 
     q.validators.append(validate)
     return ctx, r, t, v, e, off
+
+
+def constant_box_offsets(W):
+    """The offsets a full-tile write at constant view starts covers, as 1-D boxes (None: the
+    write is not such a write)."""
+    fp = W.footprint()
+    if fp is None or fp[0] != "box":
+        return None
+    starts = []
+    for kind, iv, extent in W.view.items:
+        c = const_of(iv)
+        if c is None:
+            return None
+        starts.append(range(c, c + extent) if kind == "slice" else range(c, c + 1))
+    grid = np.stack(np.meshgrid(*[np.arange(x.start, x.stop) for x in starts], indexing="ij"), -1)
+    coords = tuple(grid[..., d].reshape(-1) for d in range(len(starts)))
+    offs = np.asarray(W.alloc.offset_np(coords), dtype=np.int64).reshape(-1)
+    return boxes_of({(int(o),) for o in offs})
 
 
 def written_before(an, S, ctx, rd, off, r):
@@ -186,10 +221,10 @@ def unretired_query(q, an, rd):
     reads = S.memo["__reads__"]
     _, _, _, _, _, sel, events = reads[-1]
     alts = []
-    for i, (W, w_inst, _tw, _vw, valid, _ok) in enumerate(events):
+    for i, (W, w_inst, tw, _vw, valid, _ok) in enumerate(events):
         if W.kind != "async":
             continue
-        alts.append(Z.And(Z.Eq(sel, bv(i)), valid, Z.Not(an.retired(S, ctx, w_inst, r))))
+        alts.append(Z.And(Z.Eq(sel, bv(i)), valid, Z.Not(an.retired(S, ctx, w_inst, r, tw))))
     q.add(tg.cons, Z.Or(*alts))
 
     def validate(model):
@@ -198,7 +233,7 @@ def unretired_query(q, an, rd):
         W, w_inst, tw, vw, valid, ok = events[i]
 
         def build(S2):
-            return an.exactly_retired(S2, ctx, w_inst, r)
+            return an.exactly_retired(S2, ctx, w_inst, r, tw)
 
         return "a wait retires the copy" if exists_check(q, model, build) else None
 
