@@ -30,6 +30,7 @@ examples:
   argus verify specs/buggy/gemm_stage_off_by_one.arg --replay
   argus compile specs/vecadd.arg -o /tmp/vecadd.ptx --stats
   argus bench specs/row_softmax.arg --shape M=16384,N=1024
+  argus test specs/row_softmax.arg --max-examples 30
 
 exit codes: 0 proved/passed, 1 counterexample, vacuous or wrong result, 2 bad input, 3 unknown
             (verify) or refused as unknown (run, compile, bench), 4 internal error
@@ -156,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
              "argus bench specs/row_softmax.arg --shape M=16384,N=1024")
     verify_options(sp)
     sp.add_argument("--reps", default=50, help="timed repetitions (median reported)")
+    from argus_verify import cli_test
+
+    cli_test.add_parser(sub, common)
     return p
 
 
@@ -516,8 +520,14 @@ def cmd_bench(args) -> int:
     return 0 if result.get("pass", True) else 1
 
 
+def cmd_test(args) -> int:
+    from argus_verify.cli_test import cmd_test as run_test
+
+    return run_test(args)
+
+
 COMMANDS = {"check": cmd_check, "ir": cmd_ir, "run": cmd_run, "verify": cmd_verify, "compile": cmd_compile,
-            "bench": cmd_bench}
+            "bench": cmd_bench, "test": cmd_test}
 
 
 def main(argv: list[str] | None = None) -> int:

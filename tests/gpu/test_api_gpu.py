@@ -112,3 +112,16 @@ def test_pytorch_module_refuses_autograd():
         m(x)
     with torch.no_grad():
         assert torch.allclose(m(x), x.sum(dim=1), rtol=1e-5, atol=1e-4)
+
+
+def test_argus_test_compares_the_gpu(tmp_path):
+    """On a GPU machine `argus test` runs every case on the GPU too and compares it with the
+    interpreter, the simulator and the reference."""
+    from argus_verify.reference import load_reference
+    from argus_verify.testing import KernelFamily, run_case, search
+    from argus_verify.testing.check import Case
+
+    family, ref = KernelFamily(str(SOFTMAX)), load_reference(SOFTMAX)
+    assert run_case(family, Case(consts={}, sizes={"M": 37, "N": 1000}, ptxsim=True), ref, gpu=True) == []
+    result = search(family, ref, max_examples=20, gpu=True)
+    assert result.failure is None and result.ran["GPU"] == result.examples
