@@ -430,6 +430,8 @@ def cmd_verify(args) -> int:
     if args.replay:
         from argus_verify.replay import replay_all
 
+        if not args.json:  # the verifier's report first, whatever the replays do
+            print(report.render_text(), flush=True)
         replays = replay_all(k, report, args.file)
     if args.json:
         # one shape with and without --replay: the list of results, each violated one carrying its replay
@@ -440,7 +442,8 @@ def cmd_verify(args) -> int:
                 entry["replay"] = next(pending, None)
         print(json.dumps(payload, indent=2, default=str))
     else:
-        print(report.render_text())
+        if not args.replay:
+            print(report.render_text())
         for r in replays:
             print(r.get("text", ""))
     return report.exit_code

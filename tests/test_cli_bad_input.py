@@ -329,3 +329,14 @@ def test_module_entry_point_on_bad_input():
     proc = subprocess.run([sys.executable, "-m", "argus_verify", "check", "/tmp", "--json"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and json.loads(proc.stdout)["status"] == "error"
+
+
+def test_replay_prints_the_report_even_when_the_replay_faults(capsys):
+    """--replay on an out-of-bounds witness: the verifier's report, then the replay's own stop."""
+    oob = str(ROOT / "specs" / "buggy" / "vecadd_store_oob.arg")
+    code, out, _ = cli(capsys, "verify", oob, "--replay")
+    assert code == 1 and "error: out-of-bounds store of out [bounds]" in out and "1 violated" in out
+    assert "replay: the interpreter stopped at" in out
+    code, payload = cli_json(capsys, "verify", oob, "--replay")
+    (violated,) = [r for r in payload if r["status"] == "violated"]
+    assert code == 1 and violated["replay"]["replayed"] is False and "out-of-bounds" in violated["replay"]["error"]
