@@ -132,8 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmd("check", "parse and check a kernel (names, dtypes, shapes, layouts, atoms)",
         "argus check specs/gemm_simt.arg", shapes=False)
-    cmd("ir", "print the checked, instantiated IR", "argus ir specs/vecadd.arg --const BLOCK=2048",
-        shapes=False)
+    sp = cmd("ir", "print the checked, instantiated IR", "argus ir specs/vecadd.arg --const BLOCK=2048",
+             shapes=False)
+    sp.add_argument("--source", action="store_true",
+                    help="print it as .arg source that `argus check` accepts (constants folded in)")
     sp = cmd("run", "run on random inputs and compare with the reference",
              "argus run specs/gemm_simt.arg --shape M=128,N=96,K=64")
     sp.add_argument("--backend", choices=("auto", "interp", "cuda"), default="auto",
@@ -191,6 +193,12 @@ def cmd_ir(args) -> int:
     from argus_verify.printer import format_kernel, kernel_json
 
     k = load_kernel(args)
+    if args.source:
+        from argus_verify.source import format_source
+
+        text = format_source(k)
+        emit(args, {**kernel_json(k), "source": text}, text.rstrip("\n"))
+        return 0
     emit(args, kernel_json(k), format_kernel(k))
     return 0
 
