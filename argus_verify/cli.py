@@ -446,7 +446,7 @@ def cmd_verify(args) -> int:
         payload = report.to_json()
         pending = iter(replays)
         for entry in payload:
-            if entry.get("status") == "violated":
+            if args.replay and entry.get("status") == "violated":
                 entry["replay"] = next(pending, None)
         print(json.dumps(payload, indent=2, default=str))
     else:

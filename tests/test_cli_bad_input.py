@@ -285,17 +285,18 @@ OPTIONS = {
     "compile": ["--kernel", "--const", "-o", "--timeout"],
     "run": ["--kernel", "--const", "--shape", "--seed", "--backend", "--timeout"],
     "verify": ["--kernel", "--const", "--shape", "--timeout", "--jobs"],
+    "test": ["--kernel", "--const", "--shape", "--seed", "--schedule", "--values", "--search-seed"],
 }
 FLAGS = {"compile": ["--no-verify", "--allow-unknown"], "run": ["--no-verify", "--allow-unknown"],
-         "verify": [], "check": [], "ir": []}
+         "verify": [], "check": [], "ir": ["--source"], "test": []}
 
 
 @st.composite
 def cli_arguments(draw):
     command = draw(st.sampled_from(sorted(OPTIONS)))
     argv = [command]
-    if draw(st.booleans()) or command == "verify":  # keep verification small: vecadd only
-        argv.append(FUZZ_FILES[0] if command == "verify" else draw(st.sampled_from(FUZZ_FILES)))
+    if draw(st.booleans()) or command in ("verify", "test"):  # keep verification and tests small: vecadd
+        argv.append(FUZZ_FILES[0] if command in ("verify", "test") else draw(st.sampled_from(FUZZ_FILES)))
     for _ in range(draw(st.integers(0, 3))):
         option = draw(st.sampled_from(OPTIONS[command] + ["--bogus"]))
         if option == "-o":
@@ -307,10 +308,12 @@ def cli_arguments(draw):
         argv += ["--backend", "interp", "--no-verify", "--shape", draw(st.sampled_from(["N=1000", "N=0", "N=x"]))]
     if command == "compile":
         argv.append("--no-verify")
+    if command == "test":
+        argv += ["--max-examples", "2", "--ptxsim", "never", "--backend", "interp"]
     return argv + (["--json"] if draw(st.booleans()) else [])
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(argv=cli_arguments())
 def test_fuzz_cli_arguments(capsys, argv):
