@@ -271,7 +271,7 @@ def run_device(k, kind: str, tensors, scalars, sizes, outs) -> dict:
         if p.kind == "tensor":
             a = arrays[p.name]
             # a 64-bit device address for the .u64 parameter: no copy
-            args.append(np.uint64(a.data_ptr() if kind == "torch" else int(a.gpudata)))
+            args.append(np.uint64(a.data_ptr() if kind == "torch" else int(getattr(a, "ptr", a.gpudata))))
         elif p.kind == "size":
             args.append(np.uint32(sizes[p.name]))
         else:
