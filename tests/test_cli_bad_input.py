@@ -314,7 +314,7 @@ def cli_arguments(draw):
 
 
 @settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.nested_given])
 @given(argv=cli_arguments())
 def test_fuzz_cli_arguments(capsys, argv):
     code = main(list(argv))
