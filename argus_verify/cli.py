@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +28,9 @@ examples:
   argus run specs/gemm_simt.arg --shape M=128,N=96,K=64
   argus verify specs/gemm_simt.arg --json
   argus verify specs/buggy/gemm_stage_off_by_one.arg --replay
-  argus compile specs/vecadd.arg -o vecadd.ptx --stats
+  argus compile specs/vecadd.arg -o /tmp/vecadd.ptx --stats
   argus bench specs/row_softmax.arg --shape M=16384,N=1024
+  argus test specs/row_softmax.arg --max-examples 30
 
 exit codes: 0 proved/passed, 1 counterexample, vacuous or wrong result, 2 bad input, 3 unknown
             (verify) or refused as unknown (run, compile, bench), 4 internal error
@@ -87,8 +89,22 @@ def parse_assignments(text: str | None, what: str) -> dict[str, int]:
     return out
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so that `main` renders its errors like any other
+    usage error (JSON with --json). Subparsers are made of the same class."""
+
+    def error(self, message):
+        raise ArgparseError(message, self.format_usage())
+
+
+class ArgparseError(UsageError):
+    def __init__(self, message: str, usage: str):
+        super().__init__(message)
+        self.usage = usage
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="argus", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Argus: a verification-first compiler for GPU kernels (.arg tile language -> "
                     "Z3-proved invariants -> PTX for sm_90a).", epilog=EXAMPLES)
@@ -116,8 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmd("check", "parse and check a kernel (names, dtypes, shapes, layouts, atoms)",
         "argus check specs/gemm_simt.arg", shapes=False)
-    cmd("ir", "print the checked, instantiated IR", "argus ir specs/vecadd.arg --const BLOCK=2048",
-        shapes=False)
+    sp = cmd("ir", "print the checked, instantiated IR", "argus ir specs/vecadd.arg --const BLOCK=2048",
+             shapes=False)
+    sp.add_argument("--source", action="store_true",
+                    help="print it as .arg source that `argus check` accepts (constants folded in)")
     sp = cmd("run", "run on random inputs and compare with the reference",
              "argus run specs/gemm_simt.arg --shape M=128,N=96,K=64")
     sp.add_argument("--backend", choices=("auto", "interp", "cuda"), default="auto",
@@ -132,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--replay", action="store_true",
                     help="re-run each witness in the interpreter and show the concrete wrong value")
     sp = cmd("compile", "lower to PTX for sm_90a (verified first)",
-             "argus compile specs/vecadd.arg -o vecadd.ptx --stats", shapes=False)
+             "argus compile specs/vecadd.arg -o /tmp/vecadd.ptx --stats", shapes=False)
     sp.add_argument("-o", "--output", help="write the PTX here (default: stdout)")
     sp.add_argument("--stats", action="store_true", help="assemble with ptxas and report registers, "
                                                          "shared memory and spills")
@@ -141,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
              "argus bench specs/row_softmax.arg --shape M=16384,N=1024")
     verify_options(sp)
     sp.add_argument("--reps", default=50, help="timed repetitions (median reported)")
+    from argus_verify import cli_test
+
+    cli_test.add_parser(sub, common)
     return p
 
 
@@ -172,6 +193,12 @@ def cmd_ir(args) -> int:
     from argus_verify.printer import format_kernel, kernel_json
 
     k = load_kernel(args)
+    if args.source:
+        from argus_verify.source import format_source
+
+        text = format_source(k)
+        emit(args, {**kernel_json(k), "source": text}, text.rstrip("\n"))
+        return 0
     emit(args, kernel_json(k), format_kernel(k))
     return 0
 
@@ -187,10 +214,34 @@ def parse_shape(args, kernel) -> dict[str, int]:
     return given
 
 
+MAX_SIZE = 2**31 - 1  # sizes are 32-bit kernel parameters
+
+
 def check_positive(sizes: dict) -> None:
     bad = [s for s, v in sizes.items() if v <= 0]
     if bad:
         raise UsageError(f"size {bad[0]} must be positive, got {sizes[bad[0]]}")
+    big = [s for s, v in sizes.items() if v > MAX_SIZE]
+    if big:
+        raise UsageError(f"size {big[0]}={sizes[big[0]]} is too large: sizes are 32-bit kernel parameters, at most "
+                         f"{MAX_SIZE}")
+
+
+def check_memory(kernel, sizes: dict) -> None:
+    """Refuse sizes whose tensors (with the copies a run makes: inputs, outputs, the reference's
+    float64 results) cannot fit in this machine's free memory, before allocating anything."""
+    from argus_verify import ir
+
+    shapes = ir.tensor_shapes(kernel, sizes)
+    need = sum(math.prod(shapes[t.name]) * 8 for t in kernel.tensors) * 3
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > free:
+        given = ", ".join(f"{n}={v}" for n, v in sizes.items())
+        raise UsageError(f"sizes {given} need about {need / 2**30:.1f} GiB of host memory for the tensors and "
+                         f"their copies; this machine has {free / 2**30:.1f} GiB free: give smaller --shape values")
 
 
 def check_requires(args, kernel, sizes: dict, origin: str) -> None:
@@ -222,6 +273,7 @@ def resolve_sizes(args, kernel, ref) -> dict[str, int]:
                          "(or SHAPES in the reference file)")
     check_positive(sizes)
     check_requires(args, kernel, sizes, "--shape, or SHAPES in the reference file")
+    check_memory(kernel, sizes)
     return sizes
 
 
@@ -350,8 +402,8 @@ def prepare_to_run(args):
 
 
 def cmd_run(args) -> int:
-    from argus_verify.reference import compute_reference, make_inputs
-    from argus_verify.runtime.measure import rel_error, tolerance
+    from argus_verify.reference import compute_reference, make_inputs, output_error
+    from argus_verify.runtime.measure import tolerance
 
     k, ref, sizes, refused = prepare_to_run(args)
     if refused:
@@ -391,12 +443,15 @@ def cmd_run(args) -> int:
     if ref is None:
         lines.append("  no reference file (NAME.ref.py): outputs not checked")
     else:
-        expected = compute_reference(ref, inputs)
+        from argus_verify import ir
+
+        shapes = ir.tensor_shapes(k, sizes)
+        expected = compute_reference(ref, inputs, {t.name: shapes[t.name] for t in k.outputs})
         ok_all = True
         for out in k.outputs:
             if out.name not in expected:
                 raise ArgusError(f"the reference returns no '{out.name}'")
-            err = rel_error(outputs[out.name], expected[out.name])
+            err = output_error(outputs[out.name], expected[out.name])
             tol = getattr(ref, "TOLERANCE", None) or tolerance(out.dtype)
             max_abs = float(np.nanmax(np.abs(outputs[out.name].astype(np.float64) - expected[out.name]))) \
                 if outputs[out.name].size else 0.0
@@ -429,14 +484,20 @@ def cmd_verify(args) -> int:
     if args.replay:
         from argus_verify.replay import replay_all
 
+        if not args.json:  # the verifier's report first, whatever the replays do
+            print(report.render_text(), flush=True)
         replays = replay_all(k, report, args.file)
     if args.json:
+        # one shape with and without --replay: the list of results, each violated one carrying its replay
         payload = report.to_json()
-        if args.replay:
-            payload = {"results": payload, "replay": replays}
+        pending = iter(replays)
+        for entry in payload:
+            if args.replay and entry.get("status") == "violated":
+                entry["replay"] = next(pending, None)
         print(json.dumps(payload, indent=2, default=str))
     else:
-        print(report.render_text())
+        if not args.replay:
+            print(report.render_text())
         for r in replays:
             print(r.get("text", ""))
     return report.exit_code
@@ -445,6 +506,7 @@ def cmd_verify(args) -> int:
 def cmd_compile(args) -> int:
     from argus_verify.lowering.ptx import lower
 
+    check_output_path(args.output)
     k = load_kernel(args)
     refused = verify_first(args, k)
     if refused:
@@ -452,11 +514,20 @@ def cmd_compile(args) -> int:
     lowered = lower(k)
     result = {"status": "ok", "kernel": k.name, "entry": lowered.entry, "bytes": len(lowered.ptx)}
     if args.output:
-        Path(args.output).write_text(lowered.ptx)
+        try:
+            Path(args.output).write_text(lowered.ptx)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
         result["output"] = args.output
+    else:
+        result["ptx"] = lowered.ptx  # --json without -o: the PTX is in the JSON
     if args.stats:
+        from argus_verify.lowering import ptxas
         from argus_verify.lowering.ptxas import assemble
 
+        if ptxas.find_ptxas() is None:
+            raise UsageError("--stats needs ptxas (the CUDA toolkit), and there is none on PATH, in $CUDA_HOME/bin "
+                             "or /usr/local/cuda/bin; install it or leave out --stats")
         stats = assemble(lowered.ptx)
         result["stats"] = {name: {"registers": s.registers, "shared_bytes": s.shared_bytes,
                                   "spill_stores": s.spill_stores, "spill_loads": s.spill_loads,
@@ -475,6 +546,22 @@ def cmd_compile(args) -> int:
     return 0
 
 
+def check_output_path(path: str | None) -> None:
+    """Fail before the work, not after it: -o must name a file in an existing, writable folder."""
+    if path is None:
+        return
+    if not path.strip():
+        raise UsageError("-o/--output is empty: give a file name (or leave -o out to print the PTX)")
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {path}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(f"cannot write {path}: permission denied")
+
+
 def cmd_bench(args) -> int:
     from argus_verify.runtime.cuda import cuda_available
 
@@ -490,29 +577,44 @@ def cmd_bench(args) -> int:
     return 0 if result.get("pass", True) else 1
 
 
+def cmd_test(args) -> int:
+    from argus_verify.cli_test import cmd_test as run_test
+
+    return run_test(args)
+
+
 COMMANDS = {"check": cmd_check, "ir": cmd_ir, "run": cmd_run, "verify": cmd_verify, "compile": cmd_compile,
-            "bench": cmd_bench}
+            "bench": cmd_bench, "test": cmd_test}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(argv)
+    except ArgparseError as e:
+        if "--json" in argv:
+            print(json.dumps(error_json(e), indent=2))
+        else:
+            print(f"{e.usage}argus: error: {e.message}", file=sys.stderr)
+        return 2
     if args.command is None:
         parser.print_help()
         return 2
     try:
         validate_options(args)
-        code = COMMANDS[args.command](args)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            # the CLI reports NaN, overflow and wrong values itself; numpy's warnings are noise in its output
+            warnings.simplefilter("ignore", RuntimeWarning)
+            code = COMMANDS[args.command](args)
     except ArgusError as e:
-        if getattr(args, "json", False):
-            print(json.dumps(error_json(e), indent=2))
-        else:
-            print(format_error(e), file=sys.stderr)
-        # a fault while running the kernel is the kernel's bug (1); anything else is bad input (2)
-        return 1 if isinstance(e, ArgusRuntimeError) else 2
+        return main_error(args, e)
     except KeyboardInterrupt:
         print("argus: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        return main_error(args, UsageError("out of memory: the sizes are too large for this machine; give "
+                                           "smaller ones with --shape"))
     except Exception as e:  # a bug in Argus, not in the user's kernel
         if os.environ.get("ARGUS_DEBUG"):
             raise
@@ -521,6 +623,15 @@ def main(argv: list[str] | None = None) -> int:
         return 4
     sys.stdout.flush()
     return code
+
+
+def main_error(args, e: ArgusError) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps(error_json(e), indent=2))
+    else:
+        print(format_error(e), file=sys.stderr)
+    # a fault while running the kernel is the kernel's bug (1); anything else is bad input (2)
+    return 1 if isinstance(e, ArgusRuntimeError) else 2
 
 
 def entry() -> None:

@@ -33,13 +33,52 @@ def load_reference(kernel_path: str | Path) -> ModuleType | None:
     sys.path.insert(0, str(path.parent))
     try:
         spec.loader.exec_module(mod)
+    except SystemExit as e:  # a reference that exits would end Argus silently
+        raise ArgusError(f"cannot load reference {path}: it called sys.exit({e.code!r}) while loading") from None
     except Exception as e:  # a broken reference file is bad input, not a crash
         raise ArgusError(f"cannot load reference {path}: {type(e).__name__}: {e}") from None
     finally:
         sys.path.remove(str(path.parent))
-    if not hasattr(mod, "reference"):
+    if not callable(getattr(mod, "reference", None)):
         raise ArgusError(f"reference file {path} defines no reference(...) function")
+    _check_shapes(mod, path)
+    _check_tolerance(mod, path)
     return mod
+
+
+def _check_shapes(mod: ModuleType, path: Path) -> None:
+    shapes = getattr(mod, "SHAPES", None)
+    if shapes is None:
+        return
+    if not isinstance(shapes, dict):
+        raise ArgusError(f"reference file {path}: SHAPES must be a dict of sizes by name, e.g. {{'N': 1000}}, "
+                         f"not {type(shapes).__name__}")
+    for name, value in shapes.items():
+        if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                or value <= 0:
+            raise ArgusError(f"reference file {path}: SHAPES[{name!r}] = {value!r}; each size must be a "
+                             "positive integer")
+
+
+def _check_tolerance(mod: ModuleType, path: Path) -> None:
+    tol = getattr(mod, "TOLERANCE", None)
+    if tol is None:
+        return
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(tol) or tol <= 0:
+        raise ArgusError(f"reference file {path}: TOLERANCE = {tol!r}; it must be a positive number "
+                         "(a relative error, e.g. 1e-5)")
+
+
+def _call(ref: ModuleType, what: str, *args, **kwargs):
+    """Call a function of the reference file; whatever it raises (or a sys.exit) is the file's fault."""
+    who = "the reference" if what == "reference" else f"the reference's {what}(...)"
+    try:
+        return getattr(ref, what)(*args, **kwargs)
+    except SystemExit as e:
+        raise ArgusError(f"{who} called sys.exit({e.code!r})") from None
+    except Exception as e:
+        raise ArgusError(f"{who} raised {type(e).__name__}: {e}") from None
 
 
 def default_sizes(kernel: ir.Kernel, ref: ModuleType | None) -> dict[str, int]:
@@ -50,7 +89,11 @@ def default_sizes(kernel: ir.Kernel, ref: ModuleType | None) -> dict[str, int]:
 def make_inputs(kernel: ir.Kernel, sizes: dict, rng: np.random.Generator, ref: ModuleType | None = None) -> dict:
     """Fresh random inputs (standard normal; never zeros), or the reference's own generator."""
     if ref is not None and hasattr(ref, "make_inputs"):
-        return dict(ref.make_inputs(dict(sizes), rng))
+        made = _call(ref, "make_inputs", dict(sizes), rng)
+        if not isinstance(made, dict):
+            raise ArgusError("the reference's make_inputs(sizes, rng) must return a dict of inputs by name, not "
+                             f"{type(made).__name__}")
+        return made
     shapes = ir.tensor_shapes(kernel, sizes)
     out: dict = {}
     for t in kernel.inputs:
@@ -64,11 +107,39 @@ def make_inputs(kernel: ir.Kernel, sizes: dict, rng: np.random.Generator, ref: M
     return out
 
 
-def compute_reference(ref: ModuleType, inputs: dict) -> dict:
-    try:
-        result = ref.reference(**inputs)
-    except Exception as e:
-        raise ArgusError(f"the reference raised {type(e).__name__}: {e}") from None
+def compute_reference(ref: ModuleType, inputs: dict, shapes: dict | None = None) -> dict:
+    """The reference's outputs as float64 arrays; `shapes` (output name -> shape) checks them."""
+    result = _call(ref, "reference", **inputs)
     if not isinstance(result, dict):
-        raise ArgusError("reference(...) must return a dict of output arrays by name")
-    return {k: np.asarray(v, dtype=np.float64) for k, v in result.items()}
+        raise ArgusError("reference(...) must return a dict of output arrays by name, not "
+                         f"{type(result).__name__}")
+    out = {}
+    for name, value in result.items():
+        try:
+            out[name] = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise ArgusError(f"the reference's output {name!r} is not an array of numbers: {e}") from None
+        want = (shapes or {}).get(name)
+        if want is not None and tuple(out[name].shape) != tuple(want):
+            raise ArgusError(f"the reference's output {name!r} has shape {list(out[name].shape)}, but the "
+                             f"kernel's {name} has shape {list(want)} at these sizes")
+    return out
+
+
+def output_error(out: np.ndarray, expected: np.ndarray) -> float:
+    """Relative 2-norm error of `out` against the reference over the elements the reference gives as
+    finite numbers; where the reference gives NaN or an infinity, `out` must give the same (NaN, or
+    the infinity of the same sign), else the error is inf. A NaN or inf in `out` where the reference
+    is finite is inf too. Computed in float64, without numpy warnings."""
+    o = np.asarray(out).astype(np.float64, copy=False)
+    r = np.asarray(expected).astype(np.float64, copy=False)
+    if o.shape != r.shape:
+        return float("inf")
+    finite = np.isfinite(r)
+    with np.errstate(all="ignore"):
+        same_special = np.where(np.isnan(r), np.isnan(o), o == r)
+        if not np.all(same_special[~finite]) or not np.all(np.isfinite(o[finite])):
+            return float("inf")
+        diff = float(np.linalg.norm((o[finite] - r[finite]).ravel()))
+        denom = float(np.linalg.norm(r[finite].ravel()))
+    return diff / denom if denom else diff

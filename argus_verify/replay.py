@@ -99,7 +99,12 @@ def replay_all(kernel: ir.Kernel, report, path: str) -> list[dict]:
     out = []
     for r in report.results:
         if getattr(r, "status", None) == "violated":
-            out.append(replay_one(kernel, r, path))
+            try:
+                out.append(replay_one(kernel, r, path))
+            except ArgusError as e:  # the replay itself faults (e.g. the out-of-bounds access the verifier found)
+                where = f" at {e.span}" if e.span is not None else ""
+                out.append({"obligation": r.obligation, "replayed": False, "error": e.message,
+                            "text": f"  replay: the interpreter stopped{where}: {e.message}"})
     return out
 
 

@@ -40,17 +40,49 @@ def compile_source(text: str, filename: str = "<string>", consts: Mapping[str, i
             names = ", ".join(str(k.children[0]) for k in kernels)
             raise ArgusError(f"no kernel named '{kernel}' (this file has: {names})", Span(filename, 1, 1))
         chosen = named[0]
-    return KernelBuilder(chosen, filename, tagfns, consts or {}).build()
+    built = KernelBuilder(chosen, filename, tagfns, consts or {}).build()
+    _check_shared_total(built)
+    return built
+
+
+def _check_shared_total(k: ir.Kernel) -> None:
+    """All shared allocations together (each 128-byte aligned, as the lowering places them) must fit
+    in what one Hopper block can use; each one alone is checked where it is made."""
+    from argus_verify.frontend.memory import SHARED_BYTES
+
+    total = 0
+    for a in k.shared_allocs():
+        total = -(-total // 128) * 128 + a.size_elems * ir.DTYPE_BYTES[a.dtype]
+        if total > SHARED_BYTES:
+            raise ArgusTypeError(f"shared memory of {k.name} reaches {total} bytes with this allocation, over the "
+                                 f"{SHARED_BYTES // 1024} KB ({SHARED_BYTES} bytes) a Hopper block can use", a.span)
 
 
 def compile_file(path: str | Path, consts: Mapping[str, int] | None = None,
                  kernel: str | None = None) -> ir.Kernel:
+    return compile_source(read_source(path), str(path), consts, kernel)
+
+
+MAX_SOURCE_BYTES = 1 << 22  # 4 MiB: far above any kernel; an endless file (/dev/zero) stops here
+
+
+def read_source(path: str | Path) -> str:
+    """The text of a kernel file: UTF-8, at most MAX_SOURCE_BYTES; anything else is an ArgusError."""
     path = Path(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_SOURCE_BYTES + 1)
     except OSError as e:
         raise ArgusError(f"cannot read {path}: {e.strerror}") from None
-    return compile_source(text, str(path), consts, kernel)
+    if len(raw) > MAX_SOURCE_BYTES:
+        raise ArgusError(f"{path} is larger than {MAX_SOURCE_BYTES >> 20} MiB: not a kernel source")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ArgusError(f"{path} is not UTF-8 text: byte 0x{raw[e.start]:02x} cannot be decoded",
+                         Span(str(path), line, col)) from None
 
 
-__all__ = ["compile_source", "compile_file", "parse", "span_of", "HANDLERS"]
+__all__ = ["compile_source", "compile_file", "read_source", "parse", "span_of", "HANDLERS"]

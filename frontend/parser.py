@@ -171,13 +171,36 @@ def parse(text: str, filename: str = "<string>") -> Tree:
     if not text.endswith("\n"):
         text += "\n"
     try:
-        return _parser().parse(text)
+        tree = _parser().parse(text)
     except UnexpectedInput as e:
         raise _syntax_error(e, text, filename) from None
     except _BadDedent as e:
         tok = e.token
         line = tok.end_line or tok.line
         raise ArgusSyntaxError(str(e), Span(filename, line, tok.end_column or 1)) from None
+    _check_depth(tree, filename)
+    return tree
+
+
+# How deeply a parse tree may nest (expressions and blocks together). Every stage walks the IR
+# recursively; this bound keeps each walk far from Python's recursion limit, so a long chain such as
+# `x + x + ... + x` or deeply nested `if`s is a clear error, not a RecursionError somewhere later.
+MAX_NESTING = 100
+
+
+def _check_depth(tree: Tree, filename: str) -> None:
+    """Refuse a parse tree deeper than MAX_NESTING (an iterative walk: it cannot overflow itself)."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            meta = node.meta
+            line, col = getattr(meta, "line", 1) or 1, getattr(meta, "column", 1) or 1
+            raise ArgusSyntaxError(
+                f"nested too deeply: more than {MAX_NESTING} levels of expressions and blocks (a long chain "
+                "of operators counts one level per operator); split it with intermediate names",
+                Span(filename, line, col, line, col + 1))
+        stack.extend((c, depth + 1) for c in node.children if isinstance(c, Tree))
 
 
 def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ArgusSyntaxError:

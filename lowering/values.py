@@ -50,10 +50,16 @@ class SharedInfo:
     esize: int
 
 
+# Names ptxas will not take as an identifier: the predefined constant WARP_SZ, and a lone "_" (a
+# PTX identifier that starts with "_" needs a second character). Checked with ptxas over the
+# opcodes, directives and type names in tests/test_cli_bad_input.py.
+PTX_RESERVED = frozenset({"WARP_SZ", "_"})
+
+
 def ident(name: str) -> str:
-    """A PTX identifier for an IR name."""
-    out = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
-    return out if out and not out[0].isdigit() else "k_" + out
+    """A PTX identifier for an IR name (a reserved or invalid one is prefixed with k_)."""
+    out = "".join(ch if ch.isascii() and (ch.isalnum() or ch == "_") else "_" for ch in name)
+    return out if out and not out[0].isdigit() and out not in PTX_RESERVED else "k_" + out
 
 
 def check_dtype(dtype: str, span) -> str:
