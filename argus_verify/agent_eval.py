@@ -326,26 +326,10 @@ def run_isolated(req: dict, timeout_s: float, memory_mb: int | None, gpu: int | 
             return res
     how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
     tail = "\n".join(err.strip().splitlines()[-8:])
-    memory = " (out of memory: the worker's limit is %d MiB)" % memory_mb if memory_mb and "MemoryError" in err else ""
+    oom = memory_mb and "MemoryError" in err
+    memory = f" (out of memory: the worker's limit is {memory_mb} MiB)" if oom else ""
     return _fail("contained", "crashed", f"the evaluation process died ({how}){memory}; the other candidates are "
                                          f"unaffected. Last lines of its stderr:\n{tail}", seconds=seconds)
-
-
-def check_plan(task, backend: str, seeds: int = 2) -> list:
-    """(sizes, seed) pairs to check, smallest first: scaled-down sizes in the interpreter, the
-    task's own sizes on the GPU (after a scaled-down one, which finds small failures cheaply)."""
-    from argus_verify.planner.tasks import scaled_sizes
-
-    plan = []
-    shapes = scaled_sizes(task)
-    if backend == "cuda":
-        shapes = shapes[:1] + [dict(task.sizes)]
-    seed = 0
-    for s in shapes:
-        for _ in range(seeds if s is shapes[0] else 1):
-            plan.append((s, seed))
-            seed += 1
-    return plan
 
 
 if __name__ == "__main__":

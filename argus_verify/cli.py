@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
              "argus bench specs/row_softmax.arg --shape M=16384,N=1024")
     verify_options(sp)
     sp.add_argument("--reps", default=50, help="timed repetitions (median reported)")
+    from argus_verify.cli_agent import add_parser as add_agent_parser
+
+    add_agent_parser(sub)  # argus agent run | resume | report (argus_verify/cli_agent.py)
     return p
 
 
@@ -446,6 +449,15 @@ def cmd_bench(args) -> int:
 
 COMMANDS = {"check": cmd_check, "ir": cmd_ir, "run": cmd_run, "verify": cmd_verify, "compile": cmd_compile,
             "bench": cmd_bench}
+
+
+def cmd_agent(args) -> int:
+    from argus_verify.cli_agent import cmd_agent as run_agent
+
+    return run_agent(args)
+
+
+COMMANDS["agent"] = cmd_agent
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from types import ModuleType
 
 import attrs
 
-__all__ = ["Task", "read_task", "load_module", "traced_ops", "task_files", "scaled_sizes"]
+__all__ = ["Task", "read_task", "load_module", "traced_ops", "task_files", "scaled_sizes", "check_plan"]
 
 
 @attrs.define
@@ -32,10 +32,7 @@ class Task:
     init_inputs: list  # get_init_inputs() evaluated against the constants
     declared_ops: tuple | None  # the module's OPS, when it declares one
     source: str
-
-    @property
-    def level(self) -> str:
-        return self.path.parent.name if self.path.parent.name.startswith("level") else ""
+    level: str = ""  # the folder's name when it is levelN (the suite's levels)
 
     def shapes_at(self, sizes: dict) -> list[tuple[int, ...]]:
         """The concrete input shapes for the given size values."""
@@ -132,7 +129,8 @@ def read_task(path: str | Path) -> Task:
             if isinstance(item, ast.FunctionDef) and item.name == "forward":
                 args = [a.arg for a in item.args.args[1:]]
     return Task(path=path, name=path.stem, sizes=sizes, constants=constants, input_shapes=shapes, args=args,
-                init_inputs=init, declared_ops=declared, source=source)
+                init_inputs=init, declared_ops=declared, source=source,
+                level=path.parent.name if path.parent.name.startswith("level") else "")
 
 
 def load_module(path: str | Path, sizes: dict | None = None) -> ModuleType:
@@ -157,6 +155,21 @@ def scaled_sizes(task: Task, caps=(19, 70)) -> list[dict]:
         if s not in out:
             out.append(s)
     return out
+
+
+def check_plan(task: Task, backend: str, seeds: int = 2) -> list:
+    """(sizes, seed) pairs to check a candidate on, smallest first: sizes scaled down from the task's
+    in the interpreter; on the GPU one scaled-down shape (small failures are found cheaply) and then
+    the task's own sizes. The first shape gets `seeds` seeds."""
+    shapes = scaled_sizes(task)
+    if backend == "cuda":
+        shapes = shapes[:1] + [dict(task.sizes)]
+    plan, seed = [], 0
+    for i, s in enumerate(shapes):
+        for _ in range(seeds if i == 0 else 1):
+            plan.append((s, seed))
+            seed += 1
+    return plan
 
 
 # torch.fx node targets -> the operator names that `OPS` uses

@@ -47,10 +47,7 @@ ROW_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "m
 MATMULS = ("matmul", "matmul_ta", "matmul_tb", "bmm")
 EPILOGUE = (*ACTIVATIONS, "bias", "add", "scale")
 
-# knob values, each the parameter of one knowledge-base technique (planner/kb/*.toml)
-GEMM_TILES = [  # (BM, BN, BK, TM, TN), 256 threads each
-    (128, 64, 16, 8, 4), (64, 64, 16, 4, 4), (128, 128, 8, 8, 8), (64, 128, 8, 4, 8), (128, 32, 16, 4, 4),
-]
+DEFAULT_TILE = [128, 64, 16, 8, 4]  # (BM, BN, BK, TM, TN): gemm_simt's, the fastest measured on the H200
 
 
 @attrs.define
@@ -61,13 +58,28 @@ class Family:
     ranks: list  # each input's rank
     ops: tuple  # the operator chain
     scale: float | None = None
-    knobs: dict = attrs.field(factory=dict)  # knob -> list of values (the bandit's arms)
-    defaults: dict = attrs.field(factory=dict)
+    defaults: dict = attrs.field(factory=dict)  # the knobs this template turns, with their default values
+    restrict: dict = attrs.field(factory=dict)  # knob -> the only values this instance supports
+
+    def knobs(self, kb=None) -> dict[str, tuple[str, list]]:
+        """knob -> (knowledge-base technique, values): the bandit's arms for this family."""
+        from argus_verify.planner.knowledge import knobs_for
+
+        out = {}
+        for name, (tech, values) in knobs_for(self.name, kb).items():
+            if name not in self.defaults:
+                continue
+            if name in self.restrict:
+                values = [v for v in values if v in self.restrict[name]]
+            if values:
+                out[name] = (tech, values)
+        return out
 
 
 # names the templates use inside kernels: a task argument of one of these names is renamed
 RESERVED = {"a", "b", "acc", "ga", "gb", "bv", "dv", "xs", "ys", "m0", "n0", "r0", "kt", "k0", "z", "r", "c0",
-            "sA", "sB", "s", "e", "m", "mean", "var", "ms", "out", "C", "M", "N", "K", "Bt", "RUNS", "BLOCK",
+            "sA", "sB", "s", "nk", "KT", "VEC", "A_COPY", "B_COPY", "STAGES", "e", "m", "mean", "var", "ms",
+            "out", "C", "M", "N", "K", "Bt", "RUNS", "BLOCK",
             "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T"} | {f"y{i}" for i in range(1, 10)}
 
 
@@ -105,14 +117,14 @@ def plan(ops: tuple, task) -> Family:
                                  "blocks, and no fused GEMM-then-row template exists yet")
         if ops[0] == "bmm" and any(o in ("bias", "add") for o in rest):
             raise NotExpressible("bias or residual after a batched matmul: no template yet")
+        plain = ops[0] == "matmul"
         return Family("gemm", name, args, ranks, ops, scale,
-                      knobs={"tile": list(range(len(GEMM_TILES))), "min_blocks": [0, 2], "unroll": [0, 2]},
-                      defaults={"tile": 0, "min_blocks": 2, "unroll": 0})
+                      defaults={"tile": DEFAULT_TILE, "unroll": 0, "stages": 0},
+                      restrict={} if plain else {"stages": [0]})
     if ops and all(o in ACTIVATIONS or o in ("scale", "add") for o in ops):
         if not all(r == ranks[0] for r in ranks) or ranks[0] != 2:
             raise NotExpressible("the elementwise template takes 2-D inputs of one shape")
-        return Family("elementwise", name, args, ranks, ops, scale,
-                      knobs={"vec": [1, 2, 4, 8]}, defaults={"vec": 4})
+        return Family("elementwise", name, args, ranks, ops, scale, defaults={"vec": 4})
     if len(ops) == 1 and ops[0] in ROW_OPS:
         if ranks != [2]:
             raise NotExpressible("the row template takes one 2-D input")
@@ -121,11 +133,9 @@ def plan(ops: tuple, task) -> Family:
         if cols > 8192:
             raise NotExpressible(f"rows of {cols} elements do not fit one warp's registers (the row template "
                                  "holds a whole row per warp, at most 8192)")
-        return Family("rowwise", name, args, ranks, ops, scale,
-                      knobs={"rows": [1, 2, 4, 8], "cols": [cols]}, defaults={"rows": 4, "cols": cols})
+        return Family("rowwise", name, args, ranks, ops, scale, defaults={"rows": 4, "cols": cols})
     if ops == ("transpose",):
-        return Family("transpose", name, args, ranks, ops, scale,
-                      knobs={"swizzle": [1, 0]}, defaults={"swizzle": 1})
+        return Family("transpose", name, args, ranks, ops, scale, defaults={"swizzle": 1})
     raise NotExpressible(f"no template for the operator chain {' -> '.join(ops) or '(empty)'}")
 
 
@@ -227,7 +237,9 @@ def _rowwise(f: Family, k: dict) -> str:
 
 
 def _gemm(f: Family, k: dict) -> str:
-    bm, bn, bk, tm, tn = GEMM_TILES[int(k["tile"])]
+    bm, bn, bk, tm, tn = (int(v) for v in k["tile"])
+    if int(k.get("stages", 0)) >= 2:
+        return _gemm_pipelined(f, k)
     kind = f.ops[0]
     a, b = f.args[0], f.args[1]
     batched = kind == "bmm"
@@ -247,13 +259,13 @@ def _gemm(f: Family, k: dict) -> str:
         f"    grid(cdiv(N, BN), cdiv(M, BM){', Bt' if batched else ''})",
         "    block((BM // TM) * (BN // TN))",
     ]
-    if int(k.get("min_blocks", 0)):
-        lines.append(f"    policy(min_blocks_per_sm={int(k['min_blocks'])})")
+    lines.append("    policy(min_blocks_per_sm=2)        # two resident blocks per SM (as gemm_simt)")
     if batched:
         lines += [f"    tag {a}[z, i, k] = (z * M + i, z * K + k)", f"    tag {b}[z, k, j] = (z * K + k, z * N + j)",
                   "    tag C[z, i, j] = (z * M + i, z * N + j) once", "    z = block_id.z"]
     else:
-        lines += [f"    tag {a}[{'k, i' if ta else 'i, k'}] = (i, k)", f"    tag {b}[{'j, k' if tb else 'k, j'}] = (k, j)",
+        lines += [f"    tag {a}[{'k, i' if ta else 'i, k'}] = (i, k)",
+                  f"    tag {b}[{'j, k' if tb else 'k, j'}] = (k, j)",
                   "    tag C[i, j] = (i, j) once"]
     zi = "z, " if batched else ""
     lines += [
@@ -289,9 +301,14 @@ def _gemm(f: Family, k: dict) -> str:
         "        acc = mma(a, b, acc)",
         "        barrier()",
     ]
+    _gemm_epilogue(f, extra, lines, zi)
+    return "\n".join(lines) + "\n"
+
+
+def _gemm_epilogue(f: Family, extra: dict, lines: list, zi: str) -> None:
     if "bias" in extra:
-        lines.append(f"    bv = load({extra['bias']}[n0 : n0 + BN], tv=((BN // TN, BM // TM), (TN, TM)):((TN, 0), (1, 0)),"
-                     " mask=True)")
+        lines.append(f"    bv = load({extra['bias']}[n0 : n0 + BN], "
+                     "tv=((BN // TN, BM // TM), (TN, TM)):((TN, 0), (1, 0)), mask=True)")
         extra["bias"] = "bv"
     if "add" in extra:
         lines.append(f"    dv = load({extra['add']}[m0 : m0 + BM, n0 : n0 + BN], tv=((BN // TN, BM // TM), (TN, TM)):"
@@ -299,7 +316,6 @@ def _gemm(f: Family, k: dict) -> str:
         extra["add"] = "dv"
     v = _epilogue(f.ops[1:], f.scale, "acc", lines, extra)
     lines.append(f"    store(C[{zi}m0 : m0 + BM, n0 : n0 + BN], {v}, mask=True)")
-    return "\n".join(lines) + "\n"
 
 
 def _transpose(f: Family, k: dict) -> str:
@@ -321,3 +337,56 @@ def _transpose(f: Family, k: dict) -> str:
         "    b = load(s, tv=((T, 8), 4):((T, 1), 8))",
         "    store(out[n0 : n0 + T, m0 : m0 + T], transpose(b), mask=True)",
     ]) + "\n"
+
+
+def _gemm_pipelined(f: Family, k: dict) -> str:
+    """Plain GEMM (and its epilogues) with a STAGES-deep cp.async pipeline (gemm_pipelined's schedule)."""
+    bm, bn, bk, tm, tn = (int(v) for v in k["tile"])
+    stages = int(k["stages"])
+    a, b = f.args[0], f.args[1]
+    params = [f"{a}: f32[M, K]", f"{b}: f32[K, N]"]
+    extra = {}
+    for name, op in zip(f.args[2:], [o for o in f.ops if o in ("bias", "add")], strict=False):
+        params.append(f"{name}: f32[N]" if op == "bias" else f"{name}: f32[M, N]")
+        extra[op] = name
+    unroll = int(k.get("unroll", 0))
+    lines = [
+        f"# {' -> '.join(f.ops)}: {bm}x{bn} tiles, {stages}-stage cp.async pipeline over k-tiles of {bk}",
+        f"kernel {f.kernel}<BM={bm}, BN={bn}, BK={bk}, TM={tm}, TN={tn}, STAGES={stages}>({', '.join(params)})"
+        " -> C: f32[M, N]:",
+        "    grid(cdiv(N, BN), cdiv(M, BM))",
+        "    block((BM // TM) * (BN // TN))",
+        "    policy(min_blocks_per_sm=2)",
+        f"    tag {a}[i, k] = (i, k)",
+        f"    tag {b}[k, j] = (k, j)",
+        "    tag C[i, j] = (i, j) once",
+        "    m0 = block_id.y * BM",
+        "    n0 = block_id.x * BN",
+        "    KT = cdiv(K, BK)",
+        "    sA = shared(f32[STAGES, BM, BK])",
+        "    sB = shared(f32[STAGES, BK, BN])",
+        "    VEC = min(4, BM * BK // 256)",
+        "    A_COPY = (256, (VEC, BM * BK // 256 // VEC)):(VEC, (1, 256 * VEC))",
+        "    B_COPY = (256, BK * BN // 256):(BK * BN // 256, 1)",
+        "    acc = zeros(f32[BM, BN], tv=((BN // TN, BM // TM), (TN, TM)):((TN, TM * BN), (1, BN)))",
+        "    for s in range(STAGES - 1):",
+        "        if s < KT:",
+        f"            copy_async(sA[s], {a}[m0 : m0 + BM, s * BK : s * BK + BK], mask=True, tv=A_COPY)",
+        f"            copy_async(sB[s], {b}[s * BK : s * BK + BK, n0 : n0 + BN], mask=True, tv=B_COPY)",
+        "        commit()",
+        f"    for kt in range(KT{f', unroll={unroll}' if unroll else ''}):",
+        "        wait(STAGES - 2)",
+        "        barrier()",
+        "        nk = kt + STAGES - 1",
+        "        if nk < KT:",
+        f"            copy_async(sA[nk % STAGES], {a}[m0 : m0 + BM, nk * BK : nk * BK + BK], mask=True, tv=A_COPY)",
+        f"            copy_async(sB[nk % STAGES], {b}[nk * BK : nk * BK + BK, n0 : n0 + BN], mask=True, tv=B_COPY)",
+        "        commit()",
+        "        a = load(sA[kt % STAGES], tv=((BN // TN, BM // TM), (BK, TM)):((0, TM * BK), (1, BK)))",
+        "        b = load(sB[kt % STAGES], tv=((BN // TN, BM // TM), (TN, BK)):((TN, 0), (1, BN)))",
+        "        assert tag(a)[1] // BK == kt",
+        "        assert tag(b)[0] // BK == kt",
+        "        acc = mma(a, b, acc)",
+    ]
+    _gemm_epilogue(f, extra, lines, "")
+    return "\n".join(lines) + "\n"
