@@ -1,10 +1,10 @@
 """Evaluation of agent candidates that cannot be gamed (a driver module: it sits above the stages).
 
 A candidate is `.arg` text only; no candidate-supplied host code ever runs. Each candidate is
-evaluated in its own subprocess (`python -m argus_verify.agent_eval`, a JSON request on stdin)
-with a wall-clock limit and, without a GPU, an address-space limit, so a crash, a hang or an
-illegal memory access costs that candidate only. Inside the worker, in order, stopping at the first
-failure (whose text is the feedback for the planner):
+evaluated in its own process (forked from a fork server that has numpy, z3, torch and Argus
+imported, so it starts warm) with a wall-clock limit and, without a GPU, an address-space limit,
+so a crash, a hang or an illegal memory access costs that candidate only. Inside the worker, in
+order, stopping at the first failure (whose text is the feedback for the planner):
 
 1. check: the front end (errors with file:line:col and the caret);
 2. verify: every obligation for all sizes (each violated one's counterexample, witness and hint;
@@ -21,21 +21,18 @@ failure (whose text is the feedback for the planner):
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
 import os
 import resource
 import shutil
-import signal
 import subprocess
-import sys
 import time
 import traceback
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["evaluate", "LocalExecutor", "RESULT_PREFIX", "gpu_count"]
+__all__ = ["evaluate", "LocalExecutor", "InProcessExecutor", "gpu_count", "run_isolated"]
 
-RESULT_PREFIX = "ARGUS-RESULT "
 FLAG_SPEEDUP = 10.0
 WARNING_PENALTY = 0.1  # the CPU proxy reward: 1 for a correct kernel, less 0.1 per performance warning
 
@@ -238,17 +235,6 @@ def evaluate(req: dict) -> dict:
     return result
 
 
-def worker_main() -> int:
-    req = json.loads(sys.stdin.read())
-    try:
-        res = evaluate(req)
-    except Exception as e:  # an Argus bug or an environment problem: contained, reported, never a pass
-        res = _fail("internal", "internal-error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
-    sys.stdout.write("\n" + RESULT_PREFIX + json.dumps(res, default=str) + "\n")
-    sys.stdout.flush()
-    return 0
-
-
 def gpu_count() -> int:
     """GPUs visible here (nvidia-smi -L), 0 without one."""
     if os.environ.get("ARGUS_AGENT_GPUS") is not None:
@@ -261,6 +247,20 @@ def gpu_count() -> int:
     except (OSError, subprocess.SubprocessError):
         return 0
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+class InProcessExecutor:
+    """Evaluates in this process, one candidate at a time: no isolation (tests and debugging only)."""
+
+    slots = 1
+    gpus = 0
+    backend = "interp"
+
+    def map(self, reqs: list[dict]) -> list[dict]:
+        return [evaluate(r) for r in reqs]
+
+    def close(self) -> None:
+        return None
 
 
 class LocalExecutor:
@@ -294,43 +294,91 @@ class LocalExecutor:
         self._pool.shutdown(wait=True)
 
 
-def run_isolated(req: dict, timeout_s: float, memory_mb: int | None, gpu: int | None = None) -> dict:
-    """One evaluation in a fresh subprocess with the limits; the result, or the containment verdict."""
-    env = dict(os.environ)
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    env.setdefault("OMP_NUM_THREADS", "1")
+# imported once by the fork server, so that each evaluation process starts warm (a fork, not a fresh
+# interpreter importing torch and z3); an ImportError (no torch) is ignored by the fork server
+PRELOAD = ["numpy", "z3", "argus_verify.frontend", "argus_verify.smt", "argus_verify.runtime.interp",
+           "argus_verify.agent_eval", "torch"]
+_CTX = None
 
-    def limits():
-        os.setsid()
-        if memory_mb:
-            b = int(memory_mb) * 2**20
-            resource.setrlimit(resource.RLIMIT_AS, (b, b))
 
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "argus_verify.agent_eval"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=limits)
+def _context():
+    global _CTX
+    if _CTX is None:
+        import multiprocessing
+
+        _CTX = multiprocessing.get_context("forkserver")
+        _CTX.set_forkserver_preload(PRELOAD)
+    return _CTX
+
+
+def _vm_bytes() -> int:
     try:
-        out, err = proc.communicate(json.dumps(req), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return _fail("contained", "timeout", f"the evaluation ran past its limit of {timeout_s:g} s and was killed "
-                                             "(a hang or a far too slow kernel)", seconds=round(timeout_s, 3))
-    seconds = round(time.perf_counter() - t0, 3)
-    for line in reversed(out.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            res = json.loads(line[len(RESULT_PREFIX):])
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _child(req: dict, conn, memory_mb: int | None, gpu: int | None, log_path: str) -> None:
+    """The evaluation process: its own output file, GPU and address-space limit (beyond the
+    preloaded image), then `evaluate`; the result goes back through the pipe."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    if memory_mb:
+        b = _vm_bytes() + int(memory_mb) * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (b, b))
+    try:
+        res = evaluate(req)
+    except BaseException as e:  # an Argus bug, or out of memory: contained, reported, never a pass
+        res = _fail("internal", "internal-error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
+    conn.send(res)
+    conn.close()
+
+
+def run_isolated(req: dict, timeout_s: float, memory_mb: int | None, gpu: int | None = None) -> dict:
+    """One evaluation in its own process (forked from a warm fork server) with the limits; the
+    result, or the containment verdict when the process hangs or dies."""
+    import tempfile
+
+    ctx = _context()
+    recv, send = ctx.Pipe(duplex=False)
+    with tempfile.TemporaryDirectory(prefix="argus-eval-") as tmp:
+        log_path = str(Path(tmp) / "worker.log")
+        t0 = time.perf_counter()
+        proc = ctx.Process(target=_child, args=(req, send, memory_mb, gpu, log_path), daemon=True)
+        proc.start()
+        send.close()
+        res = None
+        try:
+            if recv.poll(timeout_s):
+                try:
+                    res = recv.recv()
+                except EOFError:  # the process died before answering
+                    res = None
+            else:
+                proc.kill()
+                proc.join(10)
+                return _fail("contained", "timeout", f"the evaluation ran past its limit of {timeout_s:g} s and was "
+                                                     "killed (a hang or a far too slow kernel); the other candidates "
+                                                     "are unaffected", seconds=round(timeout_s, 3))
+        finally:
+            recv.close()
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(10)
+        seconds = round(time.perf_counter() - t0, 3)
+        if res is not None:
             res.setdefault("seconds", seconds)
             res["wall_seconds"] = seconds
             return res
-    how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
-    tail = "\n".join(err.strip().splitlines()[-8:])
-    oom = memory_mb and "MemoryError" in err
-    memory = f" (out of memory: the worker's limit is {memory_mb} MiB)" if oom else ""
-    return _fail("contained", "crashed", f"the evaluation process died ({how}){memory}; the other candidates are "
-                                         f"unaffected. Last lines of its stderr:\n{tail}", seconds=seconds)
-
-
-if __name__ == "__main__":
-    sys.exit(worker_main())
+        code = proc.exitcode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        tail = "\n".join(Path(log_path).read_text(errors="replace").strip().splitlines()[-8:])
+        return _fail("contained", "crashed", f"the evaluation process died ({how}); the other candidates are "
+                                             f"unaffected. Last lines of its output:\n{tail}", seconds=seconds)
