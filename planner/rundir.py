@@ -52,8 +52,11 @@ class RunDir:
 
     def append(self, event: dict) -> None:
         event = {"t": time.time(), **event}
-        with open(self.path / "events.jsonl", "a") as fh:
-            fh.write(json.dumps(event, default=str) + "\n")
+        path = self.path / "events.jsonl"
+        # a process killed mid-write leaves a partial last line: end it, so this event gets its own line
+        torn = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+        with open(path, "a") as fh:
+            fh.write(("\n" if torn else "") + json.dumps(event, default=str) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
 
