@@ -99,9 +99,10 @@ def _check_run(kernel, task_path: str, sizes: dict, seed: int, backend: str) -> 
         if not req_ok:
             return {"ok": None, "why": why}
     if backend == "cuda":
-        from argus_verify.pipeline import run_cuda
-
-        outputs = run_cuda(kernel, arrays, ksizes)
+        outputs, after = _run_cuda_checked(kernel, arrays, ksizes)
+        changed = [n for n in arrays if not np.array_equal(after[n], before[n], equal_nan=True)]
+        if changed:
+            return {"ok": False, "why": f"the kernel modified its input {changed[0]} on the GPU"}
     else:
         from argus_verify.runtime.interp import run
 
@@ -127,6 +128,33 @@ def _check_run(kernel, task_path: str, sizes: dict, seed: int, backend: str) -> 
         return {"ok": False, "why": f"wrong result {where}: relative error {err:.3e} > {tol:.0e}; worst element "
                                     f"out{list(map(int, idx))} = {float(out[idx])!r}, expected {float(ref[idx])!r}"}
     return {"ok": True, "rel_error": err, "where": where}
+
+
+def _run_cuda_checked(kernel, arrays: dict, sizes: dict):
+    """runtime.cuda_backend.run_cuda, and the inputs read back from the device after the launch."""
+    from argus_verify import ir
+    from argus_verify.pipeline import gpu_program
+    from argus_verify.runtime import cuda, cuda_backend
+
+    program = gpu_program(kernel)
+    sizes = cuda_backend.check_sizes(kernel, sizes, {})
+    loaded = cuda_backend.load(program)
+    host = cuda_backend._host_sets(kernel, arrays, ir.tensor_shapes(kernel, sizes))
+    bufs = cuda.DeviceBuffers(host, upload=False)
+    try:
+        for t in kernel.inputs:
+            bufs.copy_in(t.name)
+        bufs.poison(*[t.name for t in kernel.outputs])
+        grid = cuda_backend.grid_of(kernel, sizes, {})
+        if min(grid) > 0:
+            cuda.launch(loaded.function, grid, (program.block, 1, 1),
+                        cuda_backend.launch_args(program, bufs, sizes, {}), shared_bytes=program.dynamic_shared_bytes)
+        cuda._drv().Context.synchronize()
+        outs = {t.name: cuda_backend.from_device_array(bufs.copy_out(t.name), t.dtype) for t in kernel.outputs}
+        ins = {t.name: cuda_backend.from_device_array(bufs.copy_out(t.name), t.dtype) for t in kernel.inputs}
+        return outs, ins
+    finally:
+        bufs.free()
 
 
 def _requires(kernel, sizes):

@@ -174,7 +174,7 @@ def cmd_agent(args) -> int:
         executor = _executor(base)
         try:
             for f in files:
-                rd_path = out if src.is_file() else out / f.stem
+                rd_path = out if src.is_file() else out / "-".join(f.relative_to(src).with_suffix("").parts)
                 ops, ops_from = _ops(f)
                 rd = RunDir.create(rd_path, f, {**base, "ops": list(ops) if ops is not None else None,
                                                 "ops_from": ops_from})

@@ -241,6 +241,7 @@ class Loop:
 
     def finish(self, cands: list[dict], reason: str) -> dict:
         summary = summarise(self.task, cands, reason, self._elapsed())
+        summary["backend"] = self.backend
         best = summary.get("best")
         if best is not None:
             c = next(c for c in cands if c["id"] == best)
@@ -269,4 +270,9 @@ def summarise(task: Task, cands: list[dict], reason: str, elapsed: float, note: 
     wrong_after_verify = [c["id"] for c in done if c["result"].get("verdict") in ("wrong", "fault")
                           and c["result"].get("stage") == "run" and "verification" in c["result"]]
     out["verified_but_wrong"] = wrong_after_verify
+    # what a candidate that reached the numerical test (and, on a GPU, the bench) cost: the time that
+    # each candidate rejected before it saved
+    reached = [float(c["result"].get("wall_seconds") or c["result"].get("seconds") or 0.0) for c in done
+               if c["result"].get("stage") in ("run", "bench")]
+    out["mean_checked_s"] = round(sum(reached) / len(reached), 3) if reached else None
     return out

@@ -139,7 +139,7 @@ def write_report(path: str | Path) -> Path:
         lines.append(f"| [{s['task']}]({s['task']}/report.md) | {s.get('level', '')} | {s.get('status')} | "
                      f"{s.get('candidates', 0)} | {s.get('rejected_before_gpu', 0)} | {rew} | {note[:120]} |")
     lines += ["", "## Per level", "", "| level | tasks | correct % | fast_1 % | geomean speed-up | rejected before GPU "
-              "| verified but wrong |", "|---|---|---|---|---|---|---|"]
+              "| time saved (est.) | verified but wrong |", "|---|---|---|---|---|---|---|---|"]
     by_level: dict = {}
     for s in sums:
         by_level.setdefault(s.get("level") or "-", []).append(s)
@@ -150,10 +150,14 @@ def write_report(path: str | Path) -> Path:
         geo = f"{math.exp(sum(math.log(x) for x in speed) / len(speed)):.3f}" if speed else "n/a (no GPU)"
         rej = sum(s.get("rejected_before_gpu", 0) for s in ss)
         vbw = sum(len(s.get("verified_but_wrong", [])) for s in ss)
-        lines.append(f"| {level} | {len(ss)} | {100 * len(solved) / len(ss):.0f} | {fast1} | {geo} | {rej} | {vbw} |")
+        saved = sum(s.get("rejected_before_gpu", 0) * (s.get("mean_checked_s") or 0.0) for s in ss)
+        where = "GPU" if any(s.get("backend") == "cuda" for s in ss) else "interpreter"
+        lines.append(f"| {level} | {len(ss)} | {100 * len(solved) / len(ss):.0f} | {fast1} | {geo} | {rej} | "
+                     f"{saved:.1f} s of {where} checks | {vbw} |")
     wrong = [(s["task"], i) for s in sums for i in s.get("verified_but_wrong", [])]
     lines += ["", "Candidates that verified but failed the numerical test (verifier weaknesses): "
               + (", ".join(f"{t} #{i}" for t, i in wrong) if wrong else "none"), ""]
-    lines.append(f"Verdicts counted as rejected before GPU time: {', '.join(REJECTED_BEFORE_GPU)}.")
+    lines.append(f"Verdicts counted as rejected before GPU time: {', '.join(REJECTED_BEFORE_GPU)}. Time saved: each "
+                 "rejected candidate times its task's mean cost of a candidate that reached the numerical test.")
     (path / "report.md").write_text("\n".join(lines) + "\n")
     return path / "report.md"
