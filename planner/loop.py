@@ -115,7 +115,6 @@ class LLMPolicy:
 
 def model_new_source(task: Task, kernel_file: str = "best.arg") -> str:
     """A drop-in `ModelNew` for the task that runs the winning kernel through the Python API."""
-    init = ", ".join(f"{a}" for a in ("*init_inputs",))
     return f'''"""Drop-in replacement for {task.name}'s Model: runs the verified Argus kernel {kernel_file}."""
 
 from pathlib import Path
@@ -123,12 +122,14 @@ from pathlib import Path
 import torch
 
 KERNEL = Path(__file__).with_name("{kernel_file}")
+BAKED = {list(task.init_inputs)!r}  # get_init_inputs() when the kernel was made: its constants are in the text
 
 
 class ModelNew(torch.nn.Module):
-    def __init__(self, {init}):
+    def __init__(self, *init_inputs):
         super().__init__()
-        self.init_inputs = init_inputs  # constants are baked into the kernel text
+        if list(init_inputs) != BAKED:
+            raise ValueError(f"this kernel was made for init inputs {{BAKED}}, not {{list(init_inputs)}}")
         self._kernel = None
 
     def forward(self, *inputs):
