@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["evaluate", "LocalExecutor", "InProcessExecutor", "gpu_count", "run_isolated"]
+__all__ = ["evaluate", "LocalExecutor", "InProcessExecutor", "RayExecutor", "gpu_count", "run_isolated"]
 
 FLAG_SPEEDUP = 10.0
 WARNING_PENALTY = 0.1  # the CPU proxy reward: 1 for a correct kernel, less 0.1 per performance warning
@@ -366,6 +366,53 @@ def _child(req: dict, conn, memory_mb: int | None, gpu: int | None, log_path: st
         res = _fail("internal", "internal-error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
     conn.send(res)
     conn.close()
+
+
+class RayExecutor:
+    """Spreads evaluations over a Ray cluster (`--executor ray`, the `ray` extra): each evaluation is
+    a Ray task holding one GPU when the cluster has GPUs, and inside it runs `run_isolated` (its own
+    process, limits and containment) on the GPU Ray assigned. `address` None starts a local Ray
+    instance on this machine (127.0.0.1); "auto" joins a running cluster."""
+
+    def __init__(self, timeout_s: float = 300.0, memory_mb: int | None = 4096, address: str | None = None,
+                 num_cpus: int | None = None):
+        import ray
+
+        if not ray.is_initialized():
+            kwargs = {"include_dashboard": False, "log_to_driver": False}
+            if address is None:
+                kwargs.update(num_cpus=num_cpus or 1, _node_ip_address="127.0.0.1")
+            ray.init(address=address, **kwargs)
+        self._ray = ray
+        res = ray.cluster_resources()
+        self.gpus = int(res.get("GPU", 0))
+        self.slots = max(1, self.gpus or int(res.get("CPU", 1)))
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb if self.gpus == 0 else None
+        self._remote = ray.remote(num_gpus=1 if self.gpus else 0, num_cpus=0 if self.gpus else 1)(_ray_evaluate)
+
+    @property
+    def backend(self) -> str:
+        return "cuda" if self.gpus else "interp"
+
+    def map(self, reqs: list[dict]) -> list[dict]:
+        refs = [self._remote.remote(r, self.timeout_s, self.memory_mb, bool(self.gpus)) for r in reqs]
+        return self._ray.get(refs)
+
+    def close(self) -> None:
+        return None  # the Ray instance outlives the executor (ray.shutdown() ends a local one)
+
+
+def _ray_evaluate(req: dict, timeout_s: float, memory_mb: int | None, on_gpu: bool) -> dict:
+    gpu = None
+    if on_gpu:
+        import ray
+
+        ids = ray.get_gpu_ids()
+        gpu = int(ids[0]) if ids else None
+    res = run_isolated(req, timeout_s, memory_mb, gpu=gpu)
+    res["node"] = os.uname().nodename
+    return res
 
 
 def run_isolated(req: dict, timeout_s: float, memory_mb: int | None, gpu: int | None = None) -> dict:

@@ -56,7 +56,9 @@ def add_parser(sub) -> None:
     run.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
     run.add_argument("--memory-tokens", type=int, default=3000, help="token budget of the in-context memory")
     run.add_argument("--executor", choices=("local", "ray"), default="local",
-                     help="local: one worker process per GPU (default); ray: not available in this build")
+                     help="local: one worker process per GPU (default); ray: Ray tasks, one GPU each")
+    run.add_argument("--ray-address", help="join this Ray cluster ('auto': the running one; default: start a "
+                                           "local instance)")
     run.add_argument("--no-bench", action="store_true", help="skip the GPU timing (correctness only)")
     budgets(run, True)
     res = asub.add_parser("resume", help="continue a run after a kill (nothing lost)",
@@ -94,10 +96,15 @@ def _ops(task_path: Path):
 
 
 def _executor(config: dict):
-    from argus_verify.agent_eval import LocalExecutor
+    from argus_verify.agent_eval import LocalExecutor, RayExecutor
 
     if config.get("executor") == "ray":
-        raise AgentUsageError("--executor ray is not available in this build (use the default local executor)")
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise AgentUsageError("--executor ray needs Ray: pip install -e '.[ray]'") from None
+        return RayExecutor(timeout_s=config["candidate_timeout"], memory_mb=config["memory_mb"],
+                           address=config.get("ray_address"))
     return LocalExecutor(timeout_s=config["candidate_timeout"], memory_mb=config["memory_mb"])
 
 
@@ -169,6 +176,7 @@ def cmd_agent(args) -> int:
             raise AgentUsageError(f"no task files under {src}")
         out = Path(args.out or f"runs/{src.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
         base = {k: getattr(args, k) for k in ("policy", "model", "base_url", "api_key_env", "memory_tokens", "executor",
+                                              "ray_address",
                                               "no_bench", "iterations", "tokens", "time", "candidate_timeout",
                                               "memory_mb")}
         executor = _executor(base)
