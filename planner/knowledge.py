@@ -57,7 +57,9 @@ def knobs_for(family: str, kb: dict[str, Technique] | None = None) -> dict[str, 
     kb = load_kb() if kb is None else kb
     out = {}
     for t in kb.values():
-        if t.knob and t.knob.get("family") in (family, "all"):
+        fams = t.knob.get("family") if t.knob else None
+        fams = [fams] if isinstance(fams, str) else (fams or [])
+        if t.knob and (family in fams or "all" in fams):
             name = t.knob["name"]
             if name in out:  # two techniques turning one knob (pipelining and async copy): merge the values
                 tech, vals = out[name]

@@ -40,8 +40,6 @@ UNSUPPORTED_REASONS = {
                   "output contract can name; no pooling template exists yet",
     "max_pool2d": "pooling windows need a reshape of the loaded tile into (window, outputs) whose tags the "
                   "output contract can name; no pooling template exists yet",
-    "sum0": "a reduction along axis 0 needs a column-walking template (threads own columns, loop over rows); "
-            "none exists yet",
 }
 ROW_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "mean")
 MATMULS = ("matmul", "matmul_ta", "matmul_tb", "bmm")
@@ -52,7 +50,7 @@ DEFAULT_TILE = [128, 64, 16, 8, 4]  # (BM, BN, BK, TM, TN): gemm_simt's, the fas
 
 @attrs.define
 class Family:
-    name: str  # elementwise | rowwise | gemm | transpose
+    name: str  # elementwise | rowwise | colreduce | gemm | transpose
     kernel: str  # the kernel's name
     args: list  # the kernel's input names, in the task's forward order
     ranks: list  # each input's rank
@@ -80,7 +78,7 @@ class Family:
 RESERVED = {"a", "b", "acc", "ga", "gb", "bv", "dv", "xs", "ys", "m0", "n0", "r0", "kt", "k0", "z", "r", "c0",
             "sA", "sB", "s", "nk", "KT", "VEC", "A_COPY", "B_COPY", "STAGES", "e", "m", "mean", "var", "ms",
             "out", "C", "M", "N", "K", "Bt", "RUNS", "BLOCK",
-            "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T"} | {f"y{i}" for i in range(1, 10)}
+            "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T", "V", "CH"} | {f"y{i}" for i in range(1, 10)}
 
 
 def _ident(name: str) -> str:
@@ -134,6 +132,10 @@ def plan(ops: tuple, task) -> Family:
             raise NotExpressible(f"rows of {cols} elements do not fit one warp's registers (the row template "
                                  "holds a whole row per warp, at most 8192)")
         return Family("rowwise", name, args, ranks, ops, scale, defaults={"rows": 4, "cols": cols})
+    if ops == ("sum0",):
+        if ranks != [2]:
+            raise NotExpressible("the column template takes one 2-D input")
+        return Family("colreduce", name, args, ranks, ops, scale, defaults={"vec": 1})
     if ops == ("transpose",):
         return Family("transpose", name, args, ranks, ops, scale, defaults={"swizzle": 1})
     raise NotExpressible(f"no template for the operator chain {' -> '.join(ops) or '(empty)'}")
@@ -165,7 +167,27 @@ def _epilogue(ops, scale, v: str, lines: list, extra: dict, indent="    ") -> st
 
 def render(f: Family, knobs: dict | None = None) -> str:
     k = {**f.defaults, **(knobs or {})}
-    return {"elementwise": _elementwise, "rowwise": _rowwise, "gemm": _gemm, "transpose": _transpose}[f.name](f, k)
+    return {"elementwise": _elementwise, "rowwise": _rowwise, "gemm": _gemm, "transpose": _transpose,
+            "colreduce": _colreduce}[f.name](f, k)
+
+
+def _colreduce(f: Family, k: dict) -> str:
+    vec = int(k["vec"])
+    x = f.args[0]
+    return "\n".join([
+        f"# sum along axis 0: thread t owns {vec} consecutive columns and walks the rows CH at a time",
+        f"kernel {f.kernel}<V={vec}, CH=8>({x}: f32[M, N]) -> out: f32[N]:",
+        "    grid(cdiv(N, 256 * V))",
+        "    block(256)",
+        f"    tag {x}[i, j] = (i, j)",
+        "    tag out[j] = (j,) once",
+        "    c0 = block_id.x * (256 * V)",
+        "    acc = zeros(f32[1, 256 * V], tv=(256, (V, CH)):(V, (1, 0)))",
+        "    for r0 in range(0, M, CH):",
+        f"        xs = load({x}[r0 : r0 + CH, c0 : c0 + 256 * V], tv=(256, (V, CH)):(V, (1, 256 * V)), mask=True)",
+        "        acc = acc + reduce_sum(xs, axis=0)",
+        "    store(out[c0 : c0 + 256 * V], reshape(acc, 256 * V), mask=True)",
+    ]) + "\n"
 
 
 def _elementwise(f: Family, k: dict) -> str:
