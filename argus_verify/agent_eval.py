@@ -157,6 +157,30 @@ def _run_cuda_checked(kernel, arrays: dict, sizes: dict):
         bufs.free()
 
 
+def _task_sizes_admitted(kernel, task_path: str) -> str | None:
+    """Why the kernel cannot run at the task's own sizes (its inputs' ranks, or a `requires` that
+    excludes them), or None. Checked from the shapes alone, so it holds without a GPU too: a kernel
+    that passes only at the scaled-down sizes does not pass."""
+    from types import SimpleNamespace
+
+    from argus_verify.planner.tasks import read_task
+
+    task = read_task(task_path)
+    shapes = task.shapes_at(task.sizes)
+    if len(shapes) != len(kernel.inputs):
+        return (f"the task passes {len(shapes)} tensors but the kernel takes {len(kernel.inputs)} inputs "
+                f"({', '.join(t.name for t in kernel.inputs)})")
+    try:
+        sizes = bind_sizes(kernel, {t.name: SimpleNamespace(shape=s) for t, s in zip(kernel.inputs, shapes,
+                                                                                       strict=True)})
+    except ValueError as e:
+        return f"at the task's sizes: {e}"
+    for ok, why in _requires(kernel, sizes):
+        if not ok:
+            return f"the task's own {why}"
+    return None
+
+
 def _requires(kernel, sizes):
     from argus_verify.runtime.interp import host_values
 
@@ -232,6 +256,9 @@ def evaluate(req: dict) -> dict:
             return _fail("verify", "unproved", "these obligations are not proved (refused):\n" + text, **result)
         result["warnings"] = [r.render() for r in report.warnings()]
     backend = req.get("backend") or "interp"
+    bad = _task_sizes_admitted(kernel, req["task"])
+    if bad:
+        return _fail("run", "wrong", bad, **result)
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -72,6 +72,14 @@ def test_copy_of_the_input_verifies_but_fails_the_numbers():
     assert "at BATCH=19, DIM=19" in r["feedback"]  # the smallest shape, reported first
 
 
+def test_a_kernel_whose_requires_excludes_the_task_sizes_does_not_pass():
+    # correct at the scaled-down sizes (N <= 64), but the task's rows have 4096 elements
+    src = HEAD.replace("    grid(", "    requires N <= 64\n    grid(", 1) + LOAD \
+        + STORE.format(v="max(xs, 0.0)", where="")
+    r = evaluate(req(src))
+    assert r["verdict"] == "wrong" and "task's own sizes" in r["feedback"] and "precondition" in r["feedback"]
+
+
 def test_writing_an_input_is_refused_before_anything_runs():
     src = HEAD + LOAD + "    store(x[r : r + 1, c0 : c0 + BLOCK], xs, mask=True)\n" + STORE.format(v="xs", where="")
     r = evaluate(req(src))
