@@ -46,7 +46,9 @@ def _plots(rd: RunDir, cands: list[dict], out: Path) -> list[str]:
     fig, ax = plt.subplots(figsize=(6, 3.2))
     colors = ["tab:green" if c["result"].get("verdict") == "pass" else "tab:red" for c in done]
     ax.bar(xs, rewards, color=colors)
-    ax.set_xlabel("candidate")
+    if len(xs) <= 40:
+        ax.set_xticks(xs)
+    ax.set_xlabel("candidate (in the order proposed)")
     ax.set_ylabel("reward")
     ax.set_title(f"reward per candidate ({kind})", fontsize=9)
     fig.tight_layout()
