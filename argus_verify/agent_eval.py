@@ -206,6 +206,8 @@ def _bench(kernel, task_path: str, reps: int = 50) -> dict:
               for t, a in zip(kernel.inputs, [t for t in inputs if torch.is_tensor(t)], strict=True)}
     ksizes = bind_sizes(kernel, arrays)
     ours = bench_cuda(kernel, ksizes, inputs=arrays, warmup=10, reps=reps)
+    torch.backends.cuda.matmul.allow_tf32 = False  # the eager baseline in true fp32, as our kernels compute
+    torch.backends.cudnn.allow_tf32 = False
     model = mod.Model(*mod.get_init_inputs()).cuda()
     dev = [t.cuda() if torch.is_tensor(t) else t for t in inputs]
     flush = torch.empty(3 * 60 * 2**20 // 4, dtype=torch.float32, device="cuda")  # 3x the H200's 60 MiB L2
