@@ -132,13 +132,13 @@ def write_report(path: str | Path) -> Path:
     for d in dirs:
         text, s = _one(RunDir(d))
         (d / "report.md").write_text(text)
-        sums.append(s)
+        sums.append({**s, "dir": d.name})
     lines = ["# Agent runs", "", "| task | level | status | candidates | rejected before GPU | best reward | note |",
              "|---|---|---|---|---|---|---|"]
     for s in sums:
         rew = f"{s['best_reward']:.3f}" if s.get("best_reward") is not None else ""
         note = s.get("reason", "") if s.get("status") != "solved" else ""
-        lines.append(f"| [{s['task']}]({s['task']}/report.md) | {s.get('level', '')} | {s.get('status')} | "
+        lines.append(f"| [{s['task']}]({s['dir']}/report.md) | {s.get('level', '')} | {s.get('status')} | "
                      f"{s.get('candidates', 0)} | {s.get('rejected_before_gpu', 0)} | {rew} | {note[:120]} |")
     lines += ["", "## Per level", "", "| level | tasks | correct % | fast_1 % | geomean speed-up | rejected before GPU "
               "| time saved (est.) | verified but wrong |", "|---|---|---|---|---|---|---|---|"]
