@@ -162,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     from argus_verify import cli_test
 
     cli_test.add_parser(sub, common)
+
+    from argus_verify.cli_agent import add_parser as add_agent_parser
+
+    add_agent_parser(sub)  # argus agent run | resume | report (argus_verify/cli_agent.py)
     return p
 
 
@@ -585,6 +589,15 @@ def cmd_test(args) -> int:
 
 COMMANDS = {"check": cmd_check, "ir": cmd_ir, "run": cmd_run, "verify": cmd_verify, "compile": cmd_compile,
             "bench": cmd_bench, "test": cmd_test}
+
+
+def cmd_agent(args) -> int:
+    from argus_verify.cli_agent import cmd_agent as run_agent
+
+    return run_agent(args)
+
+
+COMMANDS["agent"] = cmd_agent
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,414 @@
+"""Parametric Argus templates for the task families the offline policy can express.
+
+`plan(task_ops, task)` maps an operator chain (from the torch.fx graph or the task's `OPS`) to a
+`Family`: which template, the epilogue, and the knobs the bandit may turn, each knob's values
+named after the knowledge-base technique that justifies it. `render(family, knobs)` writes the
+`.arg` text. Every rendered kernel still goes through the front end, the verifier and the
+numerical test: a template is a starting point, never trusted.
+
+A chain no template expresses gives `NotExpressible` with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+__all__ = ["Family", "NotExpressible", "plan", "render", "ACTIVATIONS"]
+
+
+class NotExpressible(Exception):
+    """The offline templates cannot express this task (the message says why)."""
+
+
+# elementwise epilogues, as statements on the fragment variable `{v}`; each gives one expression
+ACTIVATIONS = {
+    "relu": "max({v}, 0.0)",
+    "leaky_relu": "max({v}, {v} * 0.01)",
+    "sigmoid": "recip(exp(-{v}) + 1.0)",
+    "tanh": "tanh({v})",
+    "silu": "{v} * recip(exp(-{v}) + 1.0)",
+    "gelu_tanh": "{v} * (tanh(({v} + {v} * {v} * {v} * 0.044715) * 0.7978845608028654) + 1.0) * 0.5",
+    "hardtanh": "min(max({v}, -1.0), 1.0)",
+}
+UNSUPPORTED_REASONS = {
+    "gelu": "exact GELU needs erf, which the language's math functions (semantics.FLOAT_UNARY) do not have",
+    "cumsum": "a prefix sum needs a lane-predicated add after shfl_up (out-of-range lanes keep their own "
+              "value); the language has no per-lane select of fragment values, so no template expresses a scan",
+    "avg_pool1d": "pooling windows need a reshape of the loaded tile into (window, outputs) whose tags the "
+                  "output contract can name; no pooling template exists yet",
+    "max_pool2d": "pooling windows need a reshape of the loaded tile into (window, outputs) whose tags the "
+                  "output contract can name; no pooling template exists yet",
+}
+ROW_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "mean")
+MATMULS = ("matmul", "matmul_ta", "matmul_tb", "bmm")
+EPILOGUE = (*ACTIVATIONS, "bias", "add", "scale")
+
+DEFAULT_TILE = [128, 64, 16, 8, 4]  # (BM, BN, BK, TM, TN): gemm_simt's, the fastest measured on the H200
+
+
+@attrs.define
+class Family:
+    name: str  # elementwise | rowwise | colreduce | gemm | transpose
+    kernel: str  # the kernel's name
+    args: list  # the kernel's input names, in the task's forward order
+    ranks: list  # each input's rank
+    ops: tuple  # the operator chain
+    scale: float | None = None
+    defaults: dict = attrs.field(factory=dict)  # the knobs this template turns, with their default values
+    restrict: dict = attrs.field(factory=dict)  # knob -> the only values this instance supports
+
+    def knobs(self, kb=None) -> dict[str, tuple[str, list]]:
+        """knob -> (knowledge-base technique, values): the bandit's arms for this family."""
+        from argus_verify.planner.knowledge import knobs_for
+
+        out = {}
+        for name, (tech, values) in knobs_for(self.name, kb).items():
+            if name not in self.defaults:
+                continue
+            if name in self.restrict:
+                values = [v for v in values if v in self.restrict[name]]
+            if values:
+                out[name] = (tech, values)
+        return out
+
+
+# names the templates use inside kernels: a task argument of one of these names is renamed
+RESERVED = {"a", "b", "acc", "ga", "gb", "bv", "dv", "xs", "ys", "m0", "n0", "r0", "kt", "k0", "z", "r", "c0",
+            "sA", "sB", "s", "nk", "KT", "VEC", "A_COPY", "B_COPY", "STAGES", "e", "m", "mean", "var", "ms",
+            "out", "C", "M", "N", "K", "Bt", "RUNS", "BLOCK",
+            "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T", "V", "CH"} | {f"y{i}" for i in range(1, 10)}
+
+
+def _ident(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    return "k_" + s if not s[:1].isalpha() else s
+
+
+def _arg(name: str) -> str:
+    s = _ident(name)
+    return s + "_in" if s in RESERVED else s
+
+
+def _scale_of(task) -> float | None:
+    vals = [v for v in task.init_inputs if isinstance(v, int | float) and not isinstance(v, bool)]
+    return float(vals[0]) if vals else None
+
+
+def plan(ops: tuple, task) -> Family:
+    """The template family for the chain `ops` of `task` (a `tasks.Task`)."""
+    ops = tuple(ops)
+    for op in ops:
+        if op in UNSUPPORTED_REASONS:
+            raise NotExpressible(f"{op}: {UNSUPPORTED_REASONS[op]}")
+    args = [_arg(a) for a in task.args]
+    ranks = [len(s) if s is not None else 0 for s in task.input_shapes]
+    name = _ident(task.name)
+    scale = _scale_of(task)
+    if ops and ops[0] in MATMULS:
+        rest = ops[1:]
+        bad = [o for o in rest if o not in EPILOGUE]
+        if bad:
+            raise NotExpressible(f"{ops[0]} followed by {bad[0]}: a row reduction or normalisation after a GEMM "
+                                 "needs whole rows of C in one block, but the GEMM template tiles N across "
+                                 "blocks, and no fused GEMM-then-row template exists yet")
+        if ops[0] == "bmm" and any(o in ("bias", "add") for o in rest):
+            raise NotExpressible("bias or residual after a batched matmul: no template yet")
+        plain = ops[0] == "matmul"
+        return Family("gemm", name, args, ranks, ops, scale,
+                      defaults={"tile": DEFAULT_TILE, "unroll": 0, "stages": 0},
+                      restrict={} if plain else {"stages": [0]})
+    if ops and all(o in ACTIVATIONS or o in ("scale", "add") for o in ops):
+        if not all(r == ranks[0] for r in ranks) or ranks[0] != 2:
+            raise NotExpressible("the elementwise template takes 2-D inputs of one shape")
+        return Family("elementwise", name, args, ranks, ops, scale, defaults={"vec": 4})
+    if len(ops) == 1 and ops[0] in ROW_OPS:
+        if ranks != [2]:
+            raise NotExpressible("the row template takes one 2-D input")
+        cols = max(128, _pow2_at_least(task.sizes.get(task.input_shapes[0][1], 0)
+                                       if isinstance(task.input_shapes[0][1], str) else task.input_shapes[0][1]))
+        if cols > 8192:
+            raise NotExpressible(f"rows of {cols} elements do not fit one warp's registers (the row template "
+                                 "holds a whole row per warp, at most 8192)")
+        return Family("rowwise", name, args, ranks, ops, scale, defaults={"rows": 4, "cols": cols})
+    if ops == ("sum0",):
+        if ranks != [2]:
+            raise NotExpressible("the column template takes one 2-D input")
+        return Family("colreduce", name, args, ranks, ops, scale, defaults={"vec": 1})
+    if ops == ("transpose",):
+        return Family("transpose", name, args, ranks, ops, scale, defaults={"swizzle": 1})
+    raise NotExpressible(f"no template for the operator chain {' -> '.join(ops) or '(empty)'}")
+
+
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def _epilogue(ops, scale, v: str, lines: list, extra: dict, indent="    ") -> str:
+    """Statements applying the elementwise chain to fragment `v`; returns the result's name."""
+    n = 0
+    for op in ops:
+        if op in ("bias", "add"):
+            expr = f"{v} + {extra[op]}"
+        elif op == "scale":
+            expr = f"{v} * {scale!r}"
+        else:
+            expr = ACTIVATIONS[op].format(v=v)
+        n += 1
+        name = f"y{n}"
+        lines.append(f"{indent}{name} = {expr}")
+        v = name
+    return v
+
+
+def render(f: Family, knobs: dict | None = None) -> str:
+    k = {**f.defaults, **(knobs or {})}
+    return {"elementwise": _elementwise, "rowwise": _rowwise, "gemm": _gemm, "transpose": _transpose,
+            "colreduce": _colreduce}[f.name](f, k)
+
+
+def _colreduce(f: Family, k: dict) -> str:
+    vec = int(k["vec"])
+    x = f.args[0]
+    return "\n".join([
+        f"# sum along axis 0: thread t owns {vec} consecutive columns and walks the rows CH at a time",
+        f"kernel {f.kernel}<V={vec}, CH=8>({x}: f32[M, N]) -> out: f32[N]:",
+        "    grid(cdiv(N, 256 * V))",
+        "    block(256)",
+        f"    tag {x}[i, j] = (i, j)",
+        "    tag out[j] = (j,) once",
+        "    c0 = block_id.x * (256 * V)",
+        "    acc = zeros(f32[1, 256 * V], tv=(256, (V, CH)):(V, (1, 0)))",
+        "    for r0 in range(0, M, CH):",
+        f"        xs = load({x}[r0 : r0 + CH, c0 : c0 + 256 * V], tv=(256, (V, CH)):(V, (1, 256 * V)), mask=True)",
+        "        acc = acc + reduce_sum(xs, axis=0)",
+        "    store(out[c0 : c0 + 256 * V], reshape(acc, 256 * V), mask=True)",
+    ]) + "\n"
+
+
+def _elementwise(f: Family, k: dict) -> str:
+    vec = int(k["vec"])
+    block = 256 * vec
+    x = f.args[0]
+    params = ", ".join(f"{a}: f32[M, N]" for a in f.args)
+    lines = [
+        f"# {' -> '.join(f.ops)}, elementwise: each thread holds {vec} consecutive elements of one row",
+        f"kernel {f.kernel}<BLOCK={block}>({params}) -> out: f32[M, N]:",
+        "    grid(cdiv(N, BLOCK), M)",
+        "    block(256)",
+        *[f"    tag {a}[i, j] = (i, j)" for a in f.args],
+        "    tag out[i, j] = (i, j) once",
+        "    RUNS = (256, BLOCK // 256):(BLOCK // 256, 1)",
+        "    r = block_id.y",
+        "    c0 = block_id.x * BLOCK",
+        f"    xs = load({x}[r : r + 1, c0 : c0 + BLOCK], tv=RUNS, mask=True)",
+    ]
+    extra = {}
+    if "add" in f.ops:
+        lines.append(f"    ys = load({f.args[1]}[r : r + 1, c0 : c0 + BLOCK], tv=RUNS, mask=True)")
+        extra["add"] = "ys"
+    v = _epilogue(f.ops, f.scale, "xs", lines, extra)
+    lines.append(f"    store(out[r : r + 1, c0 : c0 + BLOCK], {v}, mask=True)")
+    return "\n".join(lines) + "\n"
+
+
+def _rowwise(f: Family, k: dict) -> str:
+    rows, cols = int(k["rows"]), int(k["cols"])
+    op = f.ops[0]
+    x = f.args[0]
+    reduce_out = op in ("sum", "amax", "mean")
+    out_type = "f32[M]" if reduce_out else "f32[M, N]"
+    other = ", other=-inf" if op in ("softmax", "log_softmax", "amax") else ""
+    lines = [
+        f"# {op} of each row: one warp per row, {rows} rows per block; lane l holds columns 4 l + 128 c + e",
+        f"kernel {f.kernel}<COLS={cols}, ROWS={rows}>({x}: f32[M, N]) -> out: {out_type}:",
+        "    requires N <= COLS",
+        "    grid(cdiv(M, ROWS))",
+        "    block(32 * ROWS)",
+        f"    tag {x}[i, j] = (i, j)",
+        "    tag out[i] = (i,) once" if reduce_out else "    tag out[i, j] = (i, j) once",
+        "    r0 = block_id.x * ROWS",
+        f"    xs = load({x}[r0 : r0 + ROWS, 0 : COLS], tv=((32, ROWS), (4, COLS // 128)):((4, COLS), (1, 128)),"
+        f" mask=True{other})",
+    ]
+    full = "out[r0 : r0 + ROWS, 0 : COLS]"
+    warp = "scope=warp, lanes=0b11111"
+    if op in ("softmax", "log_softmax"):
+        lines += [f"    m = reduce_max(xs, axis=1, {warp})",
+                  "    e = exp2((xs - m) * 1.4426950408889634)",
+                  f"    s = reduce_sum(e, axis=1, {warp})"]
+        res = "e / s" if op == "softmax" else "(xs - m) - log(s)"
+        lines.append(f"    store({full}, {res}, mask=True)")
+    elif op == "layer_norm":
+        lines += [f"    mean = reduce_sum(xs, axis=1, {warp}) / N",
+                  f"    var = reduce_sum(xs * xs, axis=1, {warp}) / N - mean * mean",
+                  f"    store({full}, (xs - mean) * rsqrt(var + 0.00001), mask=True)"]
+    elif op == "rms_norm":
+        lines += [f"    ms = reduce_sum(xs * xs, axis=1, {warp}) / N",
+                  f"    store({full}, xs * rsqrt(ms + 0.00001), mask=True)"]
+    else:
+        fn = "reduce_max" if op == "amax" else "reduce_sum"
+        lines.append(f"    s = {fn}(xs, axis=1, {warp})")
+        res = "s / N" if op == "mean" else "s"
+        lines.append(f"    store(out[r0 : r0 + ROWS], reshape({res}, ROWS), mask=True, where=lane_id == 0)")
+    return "\n".join(lines) + "\n"
+
+
+def _gemm(f: Family, k: dict) -> str:
+    bm, bn, bk, tm, tn = (int(v) for v in k["tile"])
+    if int(k.get("stages", 0)) >= 2:
+        return _gemm_pipelined(f, k)
+    kind = f.ops[0]
+    a, b = f.args[0], f.args[1]
+    batched = kind == "bmm"
+    ta, tb = kind == "matmul_ta", kind == "matmul_tb"
+    ashape = "Bt, M, K" if batched else ("K, M" if ta else "M, K")
+    bshape = "Bt, K, N" if batched else ("N, K" if tb else "K, N")
+    cshape = "Bt, M, N" if batched else "M, N"
+    params = [f"{a}: f32[{ashape}]", f"{b}: f32[{bshape}]"]
+    extra = {}
+    for name, op in zip(f.args[2:], [o for o in f.ops if o in ("bias", "add")], strict=False):
+        params.append(f"{name}: f32[N]" if op == "bias" else f"{name}: f32[M, N]")
+        extra[op] = name
+    lines = [
+        f"# {' -> '.join(f.ops)}: {bm}x{bn} tiles of C per block, a {tm}x{tn} micro-tile per thread, k-tiles of"
+        f" {bk} staged through shared memory",
+        f"kernel {f.kernel}<BM={bm}, BN={bn}, BK={bk}, TM={tm}, TN={tn}>({', '.join(params)}) -> C: f32[{cshape}]:",
+        f"    grid(cdiv(N, BN), cdiv(M, BM){', Bt' if batched else ''})",
+        "    block((BM // TM) * (BN // TN))",
+    ]
+    lines.append("    policy(min_blocks_per_sm=2)        # two resident blocks per SM (as gemm_simt)")
+    if batched:
+        lines += [f"    tag {a}[z, i, k] = (z * M + i, z * K + k)", f"    tag {b}[z, k, j] = (z * K + k, z * N + j)",
+                  "    tag C[z, i, j] = (z * M + i, z * N + j) once", "    z = block_id.z"]
+    else:
+        lines += [f"    tag {a}[{'k, i' if ta else 'i, k'}] = (i, k)",
+                  f"    tag {b}[{'j, k' if tb else 'k, j'}] = (k, j)",
+                  "    tag C[i, j] = (i, j) once"]
+    zi = "z, " if batched else ""
+    lines += [
+        "    m0 = block_id.y * BM",
+        "    n0 = block_id.x * BN",
+        "    sA = shared(f32[BM, BK])",
+        "    sB = shared(f32[BK, BN])",
+        "    acc = zeros(f32[BM, BN], tv=((BN // TN, BM // TM), (TN, TM)):((TN, TM * BN), (1, BN)))",
+    ]
+    unroll = int(k.get("unroll", 0))
+    lines.append(f"    for kt in range(cdiv(K, BK){f', unroll={unroll}' if unroll else ''}):")
+    lines.append("        k0 = kt * BK")
+    va = BM_BK = bm * bk // 256
+    vb = bk * bn // 256
+    if ta:
+        lines.append(f"        ga = load({a}[k0 : k0 + BK, m0 : m0 + BM], tv=(256, {va}):({va}, 1), mask=True)")
+        lines.append("        store(sA, transpose(ga))")
+    else:
+        w = min(4, BM_BK)
+        lines.append(f"        ga = load({a}[{zi}m0 : m0 + BM, k0 : k0 + BK], tv=(256, ({w}, {va // w})):"
+                     f"({w}, (1, {256 * w})), mask=True)")
+        lines.append("        store(sA, ga)")
+    if tb:
+        lines.append(f"        gb = load({b}[n0 : n0 + BN, k0 : k0 + BK], tv=(256, {vb}):({vb}, 1), mask=True)")
+        lines.append("        store(sB, transpose(gb))")
+    else:
+        lines.append(f"        gb = load({b}[{zi}k0 : k0 + BK, n0 : n0 + BN], tv=(256, {vb}):({vb}, 1), mask=True)")
+        lines.append("        store(sB, gb)")
+    lines += [
+        "        barrier()",
+        "        a = load(sA, tv=((BN // TN, BM // TM), (BK, TM)):((0, TM * BK), (1, BK)))",
+        "        b = load(sB, tv=((BN // TN, BM // TM), (TN, BK)):((TN, 0), (1, BN)))",
+        "        acc = mma(a, b, acc)",
+        "        barrier()",
+    ]
+    _gemm_epilogue(f, extra, lines, zi)
+    return "\n".join(lines) + "\n"
+
+
+def _gemm_epilogue(f: Family, extra: dict, lines: list, zi: str) -> None:
+    if "bias" in extra:
+        lines.append(f"    bv = load({extra['bias']}[n0 : n0 + BN], "
+                     "tv=((BN // TN, BM // TM), (TN, TM)):((TN, 0), (1, 0)), mask=True)")
+        extra["bias"] = "bv"
+    if "add" in extra:
+        lines.append(f"    dv = load({extra['add']}[m0 : m0 + BM, n0 : n0 + BN], tv=((BN // TN, BM // TM), (TN, TM)):"
+                     "((TN, TM * BN), (1, BN)), mask=True)")
+        extra["add"] = "dv"
+    v = _epilogue(f.ops[1:], f.scale, "acc", lines, extra)
+    lines.append(f"    store(C[{zi}m0 : m0 + BM, n0 : n0 + BN], {v}, mask=True)")
+
+
+def _transpose(f: Family, k: dict) -> str:
+    x = f.args[0]
+    layout = "layout=Swizzle(5, 0, 5) o (T, T):(T, 1)" if int(k["swizzle"]) else "layout=row_major(T, T)"
+    return "\n".join([
+        "# out = x^T through a T x T shared tile; the swizzle makes the column walk conflict-free",
+        f"kernel {f.kernel}<T=32>({x}: f32[M, N]) -> out: f32[N, M]:",
+        "    grid(cdiv(N, T), cdiv(M, T))",
+        "    block(256)",
+        f"    tag {x}[i, j] = (i, j)",
+        "    tag out[j, i] = (i, j) once",
+        "    m0 = block_id.y * T",
+        "    n0 = block_id.x * T",
+        f"    s = shared(f32[T, T], {layout})",
+        f"    a = load({x}[m0 : m0 + T, n0 : n0 + T], tv=(256, 4):(1, 256), mask=True)",
+        "    store(s, a)",
+        "    barrier()",
+        "    b = load(s, tv=((T, 8), 4):((T, 1), 8))",
+        "    store(out[n0 : n0 + T, m0 : m0 + T], transpose(b), mask=True)",
+    ]) + "\n"
+
+
+def _gemm_pipelined(f: Family, k: dict) -> str:
+    """Plain GEMM (and its epilogues) with a STAGES-deep cp.async pipeline (gemm_pipelined's schedule)."""
+    bm, bn, bk, tm, tn = (int(v) for v in k["tile"])
+    stages = int(k["stages"])
+    a, b = f.args[0], f.args[1]
+    params = [f"{a}: f32[M, K]", f"{b}: f32[K, N]"]
+    extra = {}
+    for name, op in zip(f.args[2:], [o for o in f.ops if o in ("bias", "add")], strict=False):
+        params.append(f"{name}: f32[N]" if op == "bias" else f"{name}: f32[M, N]")
+        extra[op] = name
+    unroll = int(k.get("unroll", 0))
+    lines = [
+        f"# {' -> '.join(f.ops)}: {bm}x{bn} tiles, {stages}-stage cp.async pipeline over k-tiles of {bk}",
+        f"kernel {f.kernel}<BM={bm}, BN={bn}, BK={bk}, TM={tm}, TN={tn}, STAGES={stages}>({', '.join(params)})"
+        " -> C: f32[M, N]:",
+        "    grid(cdiv(N, BN), cdiv(M, BM))",
+        "    block((BM // TM) * (BN // TN))",
+        "    policy(min_blocks_per_sm=2)",
+        f"    tag {a}[i, k] = (i, k)",
+        f"    tag {b}[k, j] = (k, j)",
+        "    tag C[i, j] = (i, j) once",
+        "    m0 = block_id.y * BM",
+        "    n0 = block_id.x * BN",
+        "    KT = cdiv(K, BK)",
+        "    sA = shared(f32[STAGES, BM, BK])",
+        "    sB = shared(f32[STAGES, BK, BN])",
+        "    VEC = min(4, BM * BK // 256)",
+        "    A_COPY = (256, (VEC, BM * BK // 256 // VEC)):(VEC, (1, 256 * VEC))",
+        "    B_COPY = (256, BK * BN // 256):(BK * BN // 256, 1)",
+        "    acc = zeros(f32[BM, BN], tv=((BN // TN, BM // TM), (TN, TM)):((TN, TM * BN), (1, BN)))",
+        "    for s in range(STAGES - 1):",
+        "        if s < KT:",
+        f"            copy_async(sA[s], {a}[m0 : m0 + BM, s * BK : s * BK + BK], mask=True, tv=A_COPY)",
+        f"            copy_async(sB[s], {b}[s * BK : s * BK + BK, n0 : n0 + BN], mask=True, tv=B_COPY)",
+        "        commit()",
+        f"    for kt in range(KT{f', unroll={unroll}' if unroll else ''}):",
+        "        wait(STAGES - 2)",
+        "        barrier()",
+        "        nk = kt + STAGES - 1",
+        "        if nk < KT:",
+        f"            copy_async(sA[nk % STAGES], {a}[m0 : m0 + BM, nk * BK : nk * BK + BK], mask=True, tv=A_COPY)",
+        f"            copy_async(sB[nk % STAGES], {b}[nk * BK : nk * BK + BK, n0 : n0 + BN], mask=True, tv=B_COPY)",
+        "        commit()",
+        "        a = load(sA[kt % STAGES], tv=((BN // TN, BM // TM), (BK, TM)):((0, TM * BK), (1, BK)))",
+        "        b = load(sB[kt % STAGES], tv=((BN // TN, BM // TM), (TN, BK)):((TN, 0), (1, BN)))",
+        "        assert tag(a)[1] // BK == kt",
+        "        assert tag(b)[0] // BK == kt",
+        "        acc = mma(a, b, acc)",
+    ]
+    _gemm_epilogue(f, extra, lines, "")
+    return "\n".join(lines) + "\n"

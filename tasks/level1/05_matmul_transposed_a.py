@@ -1,0 +1,26 @@
+"""C = A.T @ B (A stored K x M)."""
+
+import torch
+import torch.nn as nn
+
+M = 1024
+N = 1024
+K = 1024
+# the operator chain, for planners that run without torch (the torch.fx graph says the same)
+OPS = ('matmul_ta',)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return torch.matmul(A.T, B)
+
+
+def get_inputs():
+    return [torch.randn(K, M), torch.randn(K, N)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,25 @@
+"""Sum along axis 0."""
+
+import torch
+import torch.nn as nn
+
+BATCH = 4096
+DIM = 2048
+# the operator chain, for planners that run without torch (the torch.fx graph says the same)
+OPS = ('sum0',)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.sum(x, dim=0)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM)]
+
+
+def get_init_inputs():
+    return []

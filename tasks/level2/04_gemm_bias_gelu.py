@@ -1,0 +1,26 @@
+"""GEMM, bias, GELU (tanh form)."""
+
+import torch
+import torch.nn as nn
+
+M = 1024
+N = 1024
+K = 1024
+# the operator chain, for planners that run without torch (the torch.fx graph says the same)
+OPS = ('matmul', 'bias', 'gelu_tanh')
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B, bias):
+        return torch.nn.functional.gelu(torch.matmul(A, B) + bias, approximate='tanh')
+
+
+def get_inputs():
+    return [torch.randn(M, K), torch.randn(K, N), torch.randn(N)]
+
+
+def get_init_inputs():
+    return []

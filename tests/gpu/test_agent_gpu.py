@@ -1,0 +1,43 @@
+"""The agent's evaluation on the GPU: the task's own sizes, inputs read back from the device, the
+bench against PyTorch eager in the same process, and the executor's one worker per GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from argus_verify.agent_eval import LocalExecutor, evaluate, gpu_count
+from argus_verify.planner.tasks import check_plan, read_task
+from argus_verify.planner.templates import plan, render
+
+pytestmark = pytest.mark.cuda
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", ["level1/09_relu", "level1/18_softmax", "level2/02_gemm_bias_relu"])
+def test_template_checks_and_benches_on_the_gpu(name):
+    path = ROOT / "tasks" / f"{name}.py"
+    t = read_task(path)
+    r = evaluate({"source": render(plan(t.declared_ops, t)), "task": str(path), "backend": "cuda", "bench": True,
+                  "checks": check_plan(t, "cuda")})
+    assert r["verdict"] == "pass", r.get("feedback")
+    assert r["runs"][-1]["sizes"] == t.sizes  # checked at the task's own sizes
+    b = r["bench"]
+    assert b["ours_ms"] > 0 and b["eager_ms"] > 0 and r["reward"] == pytest.approx(b["speedup"])
+
+
+def test_wrong_kernel_fails_on_the_gpu_and_one_worker_per_gpu():
+    path = ROOT / "tasks" / "level1" / "09_relu.py"
+    t = read_task(path)
+    src = render(plan(t.declared_ops, t)).replace("max(xs, 0.0)", "xs")
+    ex = LocalExecutor(timeout_s=300)
+    try:
+        assert ex.slots == max(1, gpu_count())
+        (r,) = ex.map([{"source": src, "task": str(path), "backend": "cuda", "bench": True,
+                        "checks": check_plan(t, "cuda")}])
+    finally:
+        ex.close()
+    assert r["verdict"] == "wrong" and "bench" not in r
