@@ -29,6 +29,7 @@ examples:
   argus verify specs/buggy/gemm_stage_off_by_one.arg --replay
   argus compile specs/vecadd.arg -o vecadd.ptx --stats
   argus bench specs/row_softmax.arg --shape M=16384,N=1024
+  argus audit tests/audit/corpus/reduce_tree_ok.cu --json
 
 exit codes: 0 proved/passed, 1 counterexample, vacuous or wrong result, 2 bad input, 3 unknown
             (verify) or refused as unknown (run, compile, bench), 4 internal error
@@ -141,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
              "argus bench specs/row_softmax.arg --shape M=16384,N=1024")
     verify_options(sp)
     sp.add_argument("--reps", default=50, help="timed repetitions (median reported)")
+    from argus_verify.cli_audit import register as register_audit
+
+    register_audit(sub)
     return p
 
 
@@ -444,8 +448,14 @@ def cmd_bench(args) -> int:
     return 0 if result.get("pass", True) else 1
 
 
+def cmd_audit(args) -> int:
+    from argus_verify.cli_audit import cmd_audit as run_audit
+
+    return run_audit(args)
+
+
 COMMANDS = {"check": cmd_check, "ir": cmd_ir, "run": cmd_run, "verify": cmd_verify, "compile": cmd_compile,
-            "bench": cmd_bench}
+            "bench": cmd_bench, "audit": cmd_audit}
 
 
 def main(argv: list[str] | None = None) -> int:

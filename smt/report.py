@@ -19,6 +19,8 @@ OBLIGATIONS = (
     "race",
     "barrier-divergence",
     "uninitialised-read",
+    "shuffle",  # argus audit: a shfl.sync reading an inactive lane or one outside its member mask
+    "cp-async",  # argus audit: cp.async data read before its group was waited for
     "bank-conflict",
     "uncoalesced",
 )
