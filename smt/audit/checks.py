@@ -13,6 +13,7 @@ anything else unknown.
 
 from __future__ import annotations
 
+import re
 import time
 
 import z3
@@ -229,9 +230,19 @@ class Checker:
                 out.setdefault((id(ev.stmt), ev.space, ev.write), []).append(ev)
         return list(out.values())
 
+    def name(self, base) -> str:
+        """The source name of an array: a parameter's C name, a shared variable without mangling."""
+        for p in self.m.k.params:
+            if p.name == base:
+                return p.source_name or p.name
+        m = re.fullmatch(r"_ZZ.*E(\d+)(\w+)", base or "")
+        if m and len(m.group(2)) >= int(m.group(1)):
+            return m.group(2)[:int(m.group(1))]
+        return str(base)
+
     def access_desc(self, ev: Event) -> str:
         kind = "atomic" if ev.atomic else ("async copy into" if ev.cp else ("write" if ev.write else "read"))
-        return f"{kind} {ev.space} {ev.base}"
+        return f"{kind} {ev.space} {self.name(ev.base)}"
 
     # ------------------------------------------------------------ races
 
@@ -275,7 +286,7 @@ class Checker:
         r, model, why = self.solve(fs)
         ea, eb = a[0], b[0]
         la, lb = ea.stmt.loc, eb.stmt.loc
-        msg = (f"data race on {ea.space} {ea.base}: {self.access_desc(ea)} at {self.where(la)} and "
+        msg = (f"data race on {ea.space} {self.name(ea.base)}: {self.access_desc(ea)} at {self.where(la)} and "
                f"{self.access_desc(eb)} at {self.where(lb)} by two threads with no barrier between them")
         if r == z3.unsat:
             return False
@@ -374,7 +385,7 @@ class Checker:
             fs = [z3.Or(*[self.instance(e, False, x) for e in site]), z3.Not(inside)]
             r, model, why = self.solve(fs)
             kind = "write" if ev.write else "read"
-            name = next((p.source_name or p.name for p in self.m.k.params if p.name == ev.base), ev.base)
+            name = self.name(ev.base)
             msg = f"out-of-bounds {kind} of {ev.space} {name} at {self.where(loc)}"
 
             def extra(model, x=x, size=size, nb=nb):
@@ -443,7 +454,7 @@ class Checker:
             self.timeout = min(self.timeout, 3000)
             r, model, why = self.solve(fs)
             self.timeout = save
-            msg = f"read of shared {ev.base} at {self.where(loc)} may see memory no thread wrote before it"
+            msg = f"read of shared {self.name(ev.base)} at {self.where(loc)} may see memory no thread wrote before it"
             if r == z3.unsat and self.imprecise([covered]):
                 self.results.append(ObligationResult(
                     "uninitialised-read", "unknown", self.span(loc),
@@ -453,7 +464,7 @@ class Checker:
                 continue
 
             def extra(model, x=x, ev=ev):
-                return [f"byte offset {self.val(model, x)} of {ev.base}"]
+                return [f"byte offset {self.val(model, x)} of {self.name(ev.base)}"]
             st = self.conclude("uninitialised-read", r, model, why, [rd], loc, msg, second=False, extra=extra,
                                events=(self.pick(model, site, False, x, p) if model is not None else None,),
                                order_sensitive=True)
@@ -473,7 +484,9 @@ class Checker:
 
         def slope(d):
             one, zero = z3.BitVecVal(1, 32), z3.BitVecVal(0, 32)
-            e = z3.simplify(z3.substitute(off2, (tid2[d], one)) - z3.substitute(off2, (tid2[d], zero)))
+            others = [(tid2[o], zero) for o in "xy" if o != d]
+            e = z3.simplify(z3.substitute(off2, (tid2[d], one), *others)
+                            - z3.substitute(off2, (tid2[d], zero), *others))
             return e.as_long() if z3.is_bv_value(e) else None
         ax, ay = slope("x"), slope("y")
         c0 = z3.substitute(off2, (tid2["x"], zero["x"]), (tid2["y"], zero["y"]), (tid2["z"], tid1["z"]))
@@ -521,7 +534,7 @@ class Checker:
                     same = [r_ev.guard, c.guard, overlap, z3.Not(z3.Or(*[covers(w, c, False, False)
                                                                          for w in between]))]
                     r, model, why = self.solve(same)
-                    msg = (f"shared {ev.base} read at {self.where(loc)} before the cp.async at "
+                    msg = (f"shared {self.name(ev.base)} read at {self.where(loc)} before the cp.async at "
                            f"{self.where(c.stmt.loc)} that fills it was waited for (cp.async.wait_group)")
                     st = self.conclude("cp-async", r, model, why, same, loc, msg, second=False, events=(r_ev,))
                     if st == "proved":

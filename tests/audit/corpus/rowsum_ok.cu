@@ -1,6 +1,6 @@
 // expect: clean
 // argus: block-dim 128
-// argus: requires rows > 0 && cols > 0 && rows <= 65536 && cols <= 65536
+// argus: requires rows > 0 && cols > 0 && rows <= 32768 && cols <= 32768
 // argus: size m = rows * cols
 // argus: size out = rows
 __global__ void rowsum(const float *m, float *out, int rows, int cols) {
