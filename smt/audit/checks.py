@@ -247,7 +247,9 @@ class Checker:
     # ------------------------------------------------------------ races
 
     def races(self):
-        accesses = self.sites(lambda e: e.kind == "access" and e.space in ("shared", "global"))
+        # generic-space accesses whose array is not known count too (as unknown), never silently
+        accesses = self.sites(lambda e: e.kind == "access" and (e.space in ("shared", "global") or
+                                                                (e.space == "generic" and e.base is None)))
         if self.blocked("race", None, "race"):
             return
         unknown_base = [s for s in accesses if s[0].base is None]
@@ -353,7 +355,8 @@ class Checker:
         if self.blocked("bounds", None, "bounds"):
             return
         bad = 0
-        for site in self.sites(lambda e: e.kind == "access" and e.space in ("shared", "global")):
+        for site in self.sites(lambda e: e.kind == "access" and (e.space in ("shared", "global") or
+                                                                 (e.space == "generic" and e.base is None))):
             ev = site[0]
             loc = ev.stmt.loc
             if ev.base is None:
