@@ -238,3 +238,35 @@ def test_checked_in_ptx_is_what_nvcc_generates():
     nvcc = shutil.which("nvcc") or "/usr/local/bin/nvcc"
     cu = CORPUS / "two_phase_ok.cu"
     assert regen.ptx_for(cu, nvcc) == cu.with_suffix(".ptx").read_text()
+
+
+IRREDUCIBLE = """.version 9.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 k_param_0)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<3>;
+  mov.u32 %r1, %tid.x;
+  setp.eq.s32 %p1, %r1, 0;
+  @%p1 bra $B;
+$A:
+  add.s32 %r1, %r1, 1;
+  setp.lt.s32 %p2, %r1, 10;
+  @%p2 bra $B;
+  ret;
+$B:
+  add.s32 %r1, %r1, 2;
+  bra.uni $A;
+}
+"""
+
+
+def test_irreducible_control_flow_is_unknown_with_the_reason(tmp_path):
+    f = tmp_path / "irr.ptx"
+    f.write_text(IRREDUCIBLE)
+    code, out, err = run("audit", str(f), "--block-dim", "64", "--json")
+    assert code == 3, (out, err)
+    results = json.loads(out)
+    assert results and all(r["status"] == "unknown" for r in results)
+    assert "irreducible control flow" in results[0]["message"]
