@@ -31,6 +31,7 @@ examples:
   argus compile specs/vecadd.arg -o /tmp/vecadd.ptx --stats
   argus bench specs/row_softmax.arg --shape M=16384,N=1024
   argus test specs/row_softmax.arg --max-examples 30
+  argus audit tests/audit/corpus/reduce_tree_ok.cu --json
 
 exit codes: 0 proved/passed, 1 counterexample, vacuous or wrong result, 2 bad input, 3 unknown
             (verify) or refused as unknown (run, compile, bench), 4 internal error
@@ -166,6 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     from argus_verify.cli_agent import add_parser as add_agent_parser
 
     add_agent_parser(sub)  # argus agent run | resume | report (argus_verify/cli_agent.py)
+
+    from argus_verify.cli_audit import register as register_audit
+
+    register_audit(sub)
     return p
 
 
@@ -587,8 +592,14 @@ def cmd_test(args) -> int:
     return run_test(args)
 
 
+def cmd_audit(args) -> int:
+    from argus_verify.cli_audit import cmd_audit as run_audit
+
+    return run_audit(args)
+
+
 COMMANDS = {"check": cmd_check, "ir": cmd_ir, "run": cmd_run, "verify": cmd_verify, "compile": cmd_compile,
-            "bench": cmd_bench, "test": cmd_test}
+            "bench": cmd_bench, "test": cmd_test, "audit": cmd_audit}
 
 
 def cmd_agent(args) -> int:

@@ -1,0 +1,15 @@
+// expect: clean
+// argus: block-dim 128
+// argus: size in = 512 * grid_dim.x
+// argus: size out = 512 * grid_dim.x
+#include <cuda_pipeline.h>
+__global__ void cpasync_ok(const float *in, float *out) {
+  __shared__ __align__(16) float s[512];
+  int t = threadIdx.x;
+  const float *src = in + blockIdx.x * 512;
+  __pipeline_memcpy_async(&s[4 * t], &src[4 * t], 16);
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  out[blockIdx.x * 512 + t] = s[511 - t];
+}

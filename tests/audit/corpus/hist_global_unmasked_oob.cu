@@ -1,0 +1,8 @@
+// expect: bounds at line 7
+// argus: block-dim 256
+// argus: size data = n
+// argus: size hist = 256
+__global__ void hist_oob(const unsigned *data, unsigned *hist, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(&hist[data[i]], 1u);
+}

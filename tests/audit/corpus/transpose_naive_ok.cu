@@ -1,0 +1,10 @@
+// expect: clean
+// argus: block-dim 16,16
+// argus: requires rows > 0 && cols > 0 && rows <= 4096 && cols <= 4096
+// argus: size in = rows * cols
+// argus: size out = rows * cols
+__global__ void transpose_naive(const float *in, float *out, int rows, int cols) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x < cols && y < rows) out[x * rows + y] = in[y * cols + x];
+}
