@@ -7,6 +7,9 @@ was expected, never a lark traceback.
 from __future__ import annotations
 
 import functools
+import hashlib
+import sys
+import tempfile
 from pathlib import Path
 
 from lark import Lark, Token, Tree
@@ -73,16 +76,31 @@ def _edit_terminal(t) -> None:
         t.priority = max(t.priority, 1)
 
 
+def _cache_file(grammar: str) -> str:
+    """Where lark keeps the analysed grammar between processes: building the LALR tables takes about
+    half a second, loading them a few milliseconds. The name changes with the grammar, with this
+    module (the terminal edits and the indenter live here), and with lark's and Python's versions
+    (lark checks its own key inside the file too, and rebuilds when the file is unreadable)."""
+    import lark
+
+    key = hashlib.sha256(
+        "\0".join([grammar, Path(__file__).read_text(), lark.__version__, sys.version]).encode()
+    ).hexdigest()[:24]
+    return str(Path(tempfile.gettempdir()) / f".argus-lark-{key}.cache")
+
+
 @functools.cache
 def _parser() -> Lark:
+    grammar = GRAMMAR.read_text()
     return Lark(
-        GRAMMAR.read_text(),
+        grammar,
         parser="lalr",
         lexer="contextual",
         postlex=_ArgusIndenter(),
         propagate_positions=True,
         maybe_placeholders=True,
         edit_terminals=_edit_terminal,
+        cache=_cache_file(grammar),
     )
 
 

@@ -47,11 +47,32 @@ def verify(
     # the witness is then a function of the kernel and the verifier's code alone.
     was_enabled = gc.isenabled()
     gc.disable()
+    froze = gc.get_freeze_count() == 0  # a caller's own gc.freeze() is left alone (see _settle)
+    _FREEZE[0] = froze
     try:
         return _verify(kernel, timeout_s, shapes, checks, jobs)
     finally:
+        _FREEZE[0] = False
+        if froze:
+            gc.unfreeze()
         if was_enabled:
             gc.enable()
+
+
+# Whether this verification may gc.freeze(): see _settle.
+_FREEZE = [False]
+
+
+def _settle() -> None:
+    """Free the cyclic garbage made so far (the Z3 terms it holds among it), at a fixed point of the
+    verification. A full collection walks every object of the process (the front end's, numpy's,
+    lark's: tens of thousands), tens of milliseconds each time, and in a forked worker it also
+    copies every page it touches. So the survivors are frozen: the next collection walks only the
+    objects made since, and still frees all garbage among them. The frozen objects are the kernel,
+    the analysis and the modules, which live until the verification ends (unfrozen then)."""
+    gc.collect()
+    if _FREEZE[0]:
+        gc.freeze()
 
 
 def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
@@ -128,10 +149,11 @@ def _obligations(kernel, timeout_s, shapes, want, jobs) -> tuple[list, list]:
         return _all_unknown(want, kernel, f"internal verifier error: {type(e).__name__}: {e}",
                             traceback.format_exc()), []
     todo = [i for i, (name, _) in enumerate(steps) if name in want]
+    _settle()  # the analysis's garbage: what the first step's collection freed before
 
     def run_step(i):
         name, fn = steps[i]
-        gc.collect()
+        _settle()
         try:
             return fn(an, timeout_s)
         except AnalysisError as e:

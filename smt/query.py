@@ -259,6 +259,45 @@ def validate_reads(q: Query, model, reads) -> str | None:
     return None
 
 
+# The resource limit (Z3's deterministic work counter, not a clock) of the integer proof attempt.
+PROVE_INT_RLIMIT = 300_000
+
+
+def prove_in_ints(an, timeout_s: float, build):
+    """A proof of a query without bit operations in the integer encoding, within a small budget.
+
+    Both encodings are exact (smt.zops), so an unsatisfiable integer query is a proof. The tag
+    queries (assertions, agreements, contracts, reads resolved to their writes) are mostly linear
+    comparisons of sums, which the arithmetic solver settles at once where bit-blasting 64-bit
+    adders takes up to a second. It is made for queries whose tags come through shared-memory
+    reads (resolved to the writes they see: the slow ones); address queries (races, banks) are
+    the opposite, fast in bit-vectors and slow in integers. The attempt is bounded by Z3's resource
+    counter, not a clock: the same formula always gets the same answer, whatever the load.
+    Anything but a proof (a model, the budget spent) returns None and the caller searches as
+    before, in the bit-vector query it built first; the module's encoding state is restored for
+    it. Returns (Outcome, Query, terms) or None."""
+    saved = (Z.MODE, Z._SINK, dict(Z._RANGE), dict(Z._DIVS), dict(Z.STATS))
+    try:
+        t0 = time.perf_counter()
+        qi = Query(an, timeout_s, "int")
+        terms = build(qi)
+        Z.end_defs()
+        s = qi.solver()
+        s.set("rlimit", PROVE_INT_RLIMIT)
+        s.add(*qi.cons)
+        s.add(*qi.defs)
+        if s.check() == z3.unsat:
+            return Outcome("proved", seconds=time.perf_counter() - t0), qi, terms
+        return None
+    finally:
+        Z.MODE, Z._SINK = saved[0], saved[1]
+        Z._RANGE.clear()
+        Z._RANGE.update(saved[2])
+        Z._DIVS.clear()
+        Z._DIVS.update(saved[3])
+        Z.STATS.update(saved[4])
+
+
 def solve(an, timeout_s: float, build, validate: bool = True, minimize: bool = True):
     """Build a query with `build(q) -> terms` and solve it in the encoding that suits it.
 
@@ -271,6 +310,10 @@ def solve(an, timeout_s: float, build, validate: bool = True, minimize: bool = T
     terms = build(q)
     bits, nonpow2 = Z.STATS["bitops"], Z.STATS["nonpow2"]
     first = "int" if (nonpow2 >= 3 and not bits) else "bv"
+    if first == "bv" and not bits and q.S.memo.get("__reads__") and PROVE_INT_RLIMIT:
+        quick = prove_in_ints(an, timeout_s, build)
+        if quick is not None:
+            return quick
     second = "bv" if first == "int" else "int"
     plan = [(first, 0.3), (second, 0.3), (first, 0.4)]
     res = None
