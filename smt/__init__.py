@@ -82,7 +82,9 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     want = set(checks or OBLIGATIONS)
     report.results, report.notes = _obligations(kernel, timeout_s, shapes, want - {"launch"}, jobs)
     launch = _check_launch(kernel, shapes, timeout_s)
+    _settle()
     report.results += _reductions(kernel, timeout_s, want, shapes)
+    _settle()
     if launch.vacuous:
         vacuity.mark_vacuous(report.results, launch.vacuous)
     if "launch" in want:

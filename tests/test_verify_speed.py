@@ -76,7 +76,9 @@ def test_verify_restores_the_collector():
     try:
         frozen = gc.get_freeze_count()
         smt.verify(k, jobs=1)
-        assert gc.get_freeze_count() == frozen
+        # still frozen: verify() neither unfroze them nor froze its own objects on top (a frozen
+        # object whose last reference goes away is still freed, so the count may drop by a few)
+        assert frozen - 64 <= gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 
