@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One device call for a session's GPU work: the cuda-marked tests, the spec benchmarks, the bf16
+# tensor-core GEMM and the mma.sync ceiling, and compute-sanitizer over the kernels that are new.
+# Usage on the device machine:
+#   source .device-carry/on-device.sh && bash bench/device_session.sh $OUT
+# Logs go to $OUT; a short table is printed last.
+set -uo pipefail
+out=${1:-/tmp/argus-out}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+note "== commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') $(date -u +%FT%TZ)"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$summary"
+
+echo "== pytest -m cuda"
+timeout 240 python3 -m pytest -m cuda tests/gpu -q -p no:cacheprovider -x >"$out/pytest_cuda.log" 2>&1
+note "pytest -m cuda: $(tail -1 "$out/pytest_cuda.log")"
+
+echo "== compute-sanitizer"
+for spec in gemm_bf16_mma:M=200,N=136,K=88 reduce_pipe3:M=37,N=3000 gemm_pipe3_32x128:M=130,N=200,K=77 \
+            shfl_down_broadcast:M=37,N=100 guarded_stage:N=1000; do
+    name=${spec%%:*}; shape=${spec#*:}
+    [ -f "specs/$name.arg" ] || { note "sanitizer $name: no spec"; continue; }
+    for tool in memcheck racecheck synccheck; do
+        timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 \
+            argus run "specs/$name.arg" --backend cuda --shape "$shape" >>"$out/sanitizer.log" 2>&1
+        note "sanitizer $tool $name $shape: rc=$?"
+    done
+done
+
+echo "== mma.sync ceiling and bf16 GEMM"
+[ -f bench/mma_peak.py ] && timeout 120 python3 bench/mma_peak.py --out "$out" >"$out/mma_peak.txt" 2>&1
+[ -f bench/mma_peak.py ] && note "$(tail -6 "$out/mma_peak.txt")"
+[ -f bench/gemm_bf16.py ] && timeout 300 python3 bench/gemm_bf16.py --out "$out" >"$out/gemm_bf16.txt" 2>&1
+[ -f bench/gemm_bf16.py ] && note "$(tail -16 "$out/gemm_bf16.txt")"
+
+echo "== table"
+cat "$summary"
