@@ -20,7 +20,7 @@ from argus_verify.visitor import Visitor
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("frontend", "smt", "lowering", "runtime", "planner")
 STAGE_FOLDERS = {s: ROOT / s for s in STAGES}
-CORE = ("ir", "layout", "diagnostics", "semantics", "visitor", "instructions", "printer", "reference")
+CORE = ("ir", "layout", "diagnostics", "semantics", "visitor", "instructions", "printer", "reference", "atoms")
 
 
 def _imported_modules(path: Path) -> set[str]:

@@ -1,0 +1,218 @@
+"""Tensor-core atoms: the thread-value layouts of mma.sync and ldmatrix, written once.
+
+Every layout here is a layout-algebra object (`ir.TVLayout`: ((lane modes), (value modes)) ->
+row-major flat index of the atom's tile). The interpreter executes an atom through these layouts,
+the verifier pairs products through them and the lowering emits the instruction from them; nothing
+else in the project spells a fragment layout of the ISA. tests/test_atoms.py checks each one
+against a per-lane table written independently from the PTX ISA's figures.
+
+Source of the layouts: NVIDIA PTX ISA (release 8.x), sections "Matrix Fragments for mma.m16n8k16
+with floating point type", "Matrix Fragments for mma.m16n8k8" (.f16/.bf16) and "Warp-level matrix
+load instruction: ldmatrix". With groupID = lane >> 2 and threadID_in_group = lane % 4:
+
+* m16n8k16 A (16 x 16, four .b32 registers = eight 16-bit values a0..a7): row groupID (+8 for
+  a2, a3, a6, a7), column 2 * threadID_in_group + (i & 1) (+8 for a4..a7).
+* m16n8k16 B (16 x 8, b0..b3): row (k) 2 * threadID_in_group + (i & 1) (+8 for b2, b3), column
+  groupID.
+* C / D in f32 (16 x 8, c0..c3): row groupID (+8 for c2, c3), column 2 * threadID_in_group + (i & 1).
+* m16n8k8 A (16 x 8, a0..a3): as C. B (8 x 8, b0, b1): row 2 * threadID_in_group + i, column groupID.
+* ldmatrix .m8n8 .b16: lanes 8q .. 8q + 7 give the addresses of rows 0..7 of matrix q (q < count);
+  lane l receives, in register q, row l >> 2, columns 2 (l % 4) and 2 (l % 4) + 1 of matrix q;
+  with .trans it receives column l >> 2, rows 2 (l % 4) and 2 (l % 4) + 1 instead.
+
+This module is core: it imports no stage.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import attrs
+import numpy as np
+
+from argus_verify import ir
+from argus_verify.layout import Layout
+
+WARP = 32
+
+
+def _tv(thread: tuple, values: tuple, tile: tuple) -> ir.TVLayout:
+    """A warp-level TV layout from (shape, stride) of its lane mode and of its value mode."""
+    return ir.TVLayout(Layout((thread[0], values[0]), (thread[1], values[1])), tile)
+
+
+@attrs.frozen
+class MmaAtom:
+    """One mma.sync shape: tiles a (M, K), b (K, N), c (M, N) and their lane/value layouts."""
+
+    name: str
+    M: int
+    N: int
+    K: int
+    a: ir.TVLayout
+    b: ir.TVLayout
+    c: ir.TVLayout
+
+    def operand(self, which: str) -> ir.TVLayout:
+        return {"a": self.a, "b": self.b, "c": self.c}[which]
+
+    def ptx(self, ab: str, cd: str) -> str:
+        """The instruction, without operands (row-major A, column-major B as the ISA requires for
+        16-bit inputs)."""
+        return f"mma.sync.aligned.m{self.M}n{self.N}k{self.K}.row.col.{cd}.{ab}.{ab}.{cd}"
+
+
+# lane = tig + 4 * groupID (colexicographic (4, 8)); flat index = row * cols + col
+MMA_ATOMS = {
+    "m16n8k16": MmaAtom(
+        "m16n8k16", 16, 8, 16,
+        a=_tv(((4, 8), (2, 16)), ((2, 2, 2), (1, 128, 8)), (16, 16)),
+        b=_tv(((4, 8), (16, 1)), ((2, 2), (8, 64)), (16, 8)),
+        c=_tv(((4, 8), (2, 8)), ((2, 2), (1, 64)), (16, 8)),
+    ),
+    "m16n8k8": MmaAtom(
+        "m16n8k8", 16, 8, 8,
+        a=_tv(((4, 8), (2, 8)), ((2, 2), (1, 64)), (16, 8)),
+        b=_tv(((4, 8), (16, 1)), (2, 8), (8, 8)),
+        c=_tv(((4, 8), (2, 8)), ((2, 2), (1, 64)), (16, 8)),
+    ),
+}
+
+
+def ldmatrix_layout(count: int, trans: bool) -> ir.TVLayout:
+    """What ldmatrix .x{count} delivers: over a (8 * count, 8) tile whose rows 8q .. 8q + 7 are
+    matrix q (as stored: a row is 8 consecutive 16-bit elements), lane l value 2q + e."""
+    lane = ((4, 8), (16, 1)) if trans else ((4, 8), (2, 8))
+    e = 8 if trans else 1
+    values = ((2, count), (e, 64)) if count > 1 else (2, e)
+    return _tv(lane, values, (8 * count, 8))
+
+
+def ldmatrix_addresses(count: int) -> Layout:
+    """Lane -> flat index of the row start it supplies in the (8 * count, 8) tile (lanes 8 count ..
+    31 supply none and are not part of the layout)."""
+    return Layout(8 * count, 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# warp-level tables derived from the layouts
+
+
+@functools.lru_cache(maxsize=64)
+def holder_table(tv: ir.TVLayout) -> np.ndarray:
+    """[rows, cols, 2]: the (lane, value) of a warp-level layout holding each tile element."""
+    out = np.full(tuple(tv.tile) + (2,), -1, dtype=np.int64)
+    coords = tv.coord_table()
+    for lane in range(tv.threads):
+        for v in range(tv.values):
+            i, j = coords[lane, v]
+            out[i, j] = (lane, v)
+    assert (out >= 0).all(), f"layout {tv} does not cover its tile"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# how the values of block-level fragments split into atom instances
+
+
+@attrs.frozen
+class MmaPlan:
+    """An mma over block fragments as atom instances, the same in every warp: for each group of
+    c values (values 4 g .. 4 g + 3 hold instance g's accumulator), the groups of a and b values
+    its k steps use, in k order. Group g of an operand is its values g * V .. g * V + V - 1, V the
+    atom's values per lane."""
+
+    atom: MmaAtom
+    steps: tuple  # ((c group, ((a group, b group), ...)), ...)
+
+    def groups(self, which: str) -> int:
+        return {"a": self.atom.a, "b": self.atom.b, "c": self.atom.c}[which].values
+
+
+def _origins(typ: ir.FragType, per: int, warp: int) -> list:
+    """The smallest tile coordinate of each group of `per` values of one warp."""
+    c = typ.coords.coord_table()[warp * WARP:(warp + 1) * WARP]
+    return [tuple(int(x) for x in c[:, g * per:(g + 1) * per].reshape(-1, 2).min(axis=0))
+            for g in range(typ.values // per)]
+
+
+def mma_plan(atom_name: str, ta: ir.FragType, tb: ir.FragType, tc: ir.FragType) -> MmaPlan:
+    """Split an mma over fragments a (M, K), b (K, N), c (M, N) into atom instances, or raise
+    ValueError saying why it cannot be. The accumulator must hold exactly the atom's C layout in
+    each group (the result keeps c's coordinates); a and b groups are paired by the corner of the
+    tile block they cover, so a fragment that covers the right block in another arrangement (a
+    missing .trans, a swapped register pair) still runs, computing what the hardware computes,
+    and the verifier's contraction check reports it."""
+    atom = MMA_ATOMS[atom_name]
+    T = tc.threads
+    if T % WARP:
+        raise ValueError(f"a tensor-core mma needs whole warps; the block has {T} threads")
+    for name, typ, lay in (("a", ta, atom.a), ("b", tb, atom.b), ("c", tc, atom.c)):
+        if typ.values % lay.values:
+            raise ValueError(f"{name} holds {typ.values} values per thread; the {atom.name} {name} "
+                             f"fragment is {lay.values} per lane, so it must be a multiple of that")
+        if typ.threads != T:
+            raise ValueError(f"{name} is spread over {typ.threads} threads, c over {T}")
+    if ta.tile[1] % atom.K:
+        raise ValueError(f"the k extent {ta.tile[1]} is not a multiple of the atom's k = {atom.K}")
+    catom = atom.c.coord_table()
+    plans = []
+    for w in range(T // WARP):
+        cc = tc.coords.coord_table()[w * WARP:(w + 1) * WARP]
+        a_or, b_or = _origins(ta, atom.a.values, w), _origins(tb, atom.b.values, w)
+        steps = []
+        for g in range(tc.values // atom.c.values):
+            blk = cc[:, g * atom.c.values:(g + 1) * atom.c.values]
+            origin = blk[0, 0] - catom[0, 0]
+            if not (blk - origin == catom).all():
+                lane, v = (int(x[0]) for x in np.nonzero((blk - origin != catom).any(-1)))
+                raise ValueError(
+                    f"c values {g * 4}..{g * 4 + 3} of warp {w} are not the {atom.name} accumulator layout "
+                    f"(lane {lane} value {g * 4 + v} holds c{list(blk[lane, v])}, the atom puts "
+                    f"c{list(origin + catom[lane, v])} there)")
+            m0, n0 = (int(x) for x in origin)
+            ks = []
+            for k0 in range(0, ta.tile[1], atom.K):
+                if (m0, k0) not in a_or:
+                    raise ValueError(f"no group of {atom.a.values} a values of warp {w} covers "
+                                     f"a[{m0}:{m0 + atom.M}, {k0}:{k0 + atom.K}]")
+                if (k0, n0) not in b_or:
+                    raise ValueError(f"no group of {atom.b.values} b values of warp {w} covers "
+                                     f"b[{k0}:{k0 + atom.K}, {n0}:{n0 + atom.N}]")
+                ks.append((a_or.index((m0, k0)), b_or.index((k0, n0))))
+            steps.append((g, tuple(ks)))
+        plans.append(tuple(steps))
+    if any(p != plans[0] for p in plans):
+        w = next(i for i, p in enumerate(plans) if p != plans[0])
+        raise ValueError(f"warp {w} pairs its registers differently from warp 0; the instruction "
+                         "sequence is the same in every warp")
+    return MmaPlan(atom, plans[0])
+
+
+def run_mma(plan: MmaPlan, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Execute the plan on register arrays [..., lanes (whole warps), values]: each instance builds
+    the atom's A, B and C tiles from (lane, value) pairs through the atom layouts, computes
+    C + A @ B with exact products summed in f64 and rounded once to f32 per instruction."""
+    atom = plan.atom
+    ha, hb, hc = holder_table(atom.a), holder_table(atom.b), holder_table(atom.c)
+    lanes = a.shape[-2]
+    out = c.astype(np.float64).copy()
+    wbase = np.arange(lanes // WARP) * WARP  # first lane of each warp
+
+    def tile(x, hold, group, per):
+        ln = wbase[:, None, None] + hold[..., 0][None]  # [warps, rows, cols]
+        return x[..., ln, group * per + hold[..., 1]]  # [..., warps, rows, cols]
+
+    for g, ks in plan.steps:
+        acc = tile(out, hc, g, atom.c.values)
+        for ga, gb in ks:
+            A = tile(a, ha, ga, atom.a.values).astype(np.float64)
+            B = tile(b, hb, gb, atom.b.values).astype(np.float64)
+            acc = (acc + A @ B).astype(np.float32).astype(np.float64)
+        # scatter back through C's layout
+        cl = atom.c.coord_table()  # [32, 4, 2]
+        for lane in range(WARP):
+            for v in range(atom.c.values):
+                i, j = cl[lane, v]
+                out[..., wbase + lane, g * atom.c.values + v] = acc[..., :, i, j]
+    return out
