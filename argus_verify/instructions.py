@@ -247,7 +247,6 @@ BUILTINS: dict[str, Builtin] = {b.name: b for b in (*_KERNEL, *_MEMORY, *_COMPUT
                                                    *_VALUES)}
 
 # mma atoms the front end refuses for now, and why
-PENDING_MMA_ATOMS = {atom: TENSOR_CORES_PENDING for atom in ir.MMA_ATOMS if atom != "fma"}
 
 # the bare words some arguments take (scope=warp, atom=fma, x4): names only in those positions
 BARE_WORDS = frozenset(w for b in BUILTINS.values() for p in (*b.positional, *b.keywords) for w in p.choices)

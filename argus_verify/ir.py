@@ -430,7 +430,7 @@ class Shuffle:
 MMA_ATOMS = {
     # name: (M, N, K, allowed (a/b dtype, c dtype) pairs)
     "fma": (1, 1, 1, (("f32", "f32"), ("f64", "f64"), ("f16", "f32"), ("bf16", "f32"))),
-    "m16n8k16": (16, 8, 16, (("f16", "f32"), ("bf16", "f32"), ("f16", "f16"))),
+    "m16n8k16": (16, 8, 16, (("f16", "f32"), ("bf16", "f32"))),
     "m16n8k8": (16, 8, 8, (("f16", "f32"), ("bf16", "f32"))),
 }
 
@@ -441,7 +441,9 @@ class Mma:
 
     atom "fma": each thread multiplies the a and b values it holds for each of its c values
     (SIMT; the layouts must give every thread all the (i, k) and (k, j) its c values need).
-    Tensor-core atoms use the PTX fragment layouts of mma.sync.
+    Tensor-core atoms (m16n8k16, m16n8k8) execute mma.sync on registers: argus_verify.atoms
+    splits the fragments into atom instances (`atoms.mma_plan`) and each instance multiplies the
+    values its lanes hold through the atom's A, B and C layouts.
     """
 
     a: str
