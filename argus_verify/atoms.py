@@ -216,3 +216,74 @@ def run_mma(plan: MmaPlan, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.nd
                 i, j = cl[lane, v]
                 out[..., wbase + lane, g * atom.c.values + v] = acc[..., :, i, j]
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# ldmatrix over block fragments
+
+
+def fit_tv(table: np.ndarray, tile: tuple) -> ir.TVLayout:
+    """The TV layout whose flat table ([threads, values] row-major tile indices) is `table`, with
+    one mode per factor 2 of the thread and value counts (and one for an odd rest); ValueError when
+    the table is not such a layout (not additive over those modes, or not 0 at (0, 0))."""
+
+    def modes(n: int, stride_of) -> tuple:
+        shape, stride, step = [], [], 1
+        while n % 2 == 0 and n > 1:
+            shape.append(2)
+            stride.append(stride_of(step))
+            step *= 2
+            n //= 2
+        if n > 1:
+            shape.append(n)
+            stride.append(stride_of(step))
+        return (tuple(shape) or (1,)), (tuple(stride) or (0,))
+
+    T, V = table.shape
+    if table[0, 0] != 0:
+        raise ValueError("thread 0's first value does not hold the tile's first element")
+    ts, td = modes(T, lambda k: int(table[k, 0]))
+    vs, vd = modes(V, lambda k: int(table[0, k]))
+    tv = ir.TVLayout(Layout((ts, vs), (td, vd)), tuple(tile))
+    if not np.array_equal(tv.flat_table(), table):
+        raise ValueError("the values delivered are not a thread-value layout (not additive in the thread "
+                         "and value bits)")
+    return tv
+
+
+def ldmatrix_delivered(rows: ir.TVLayout, count: int, trans: bool) -> np.ndarray:
+    """[threads, values] flat tile indices that ldmatrix .x{count}{.trans} delivers when thread t
+    supplies, for instruction i, the row starting at flat index rows(t, i): value
+    2 count i + 2 q + e of lane l is element ldmatrix_layout(count, trans)(l, 2 q + e) of the
+    (8 count, 8) stack of the rows lanes 8q .. 8q + 7 supply, read through ldmatrix_addresses."""
+    T, n = rows.threads, rows.values
+    width = rows.tile[-1]
+    start = rows.flat_table()  # [T, n]
+    ld = ldmatrix_layout(count, trans).coord_table()  # [32, 2 count, 2]: (stack row, column)
+    addr = ldmatrix_addresses(count)
+    out = np.zeros((T, 2 * count * n), dtype=np.int64)
+    for t in range(T):
+        base = t - t % WARP
+        for i in range(n):
+            for v in range(2 * count):
+                r, c = (int(x) for x in ld[t % WARP, v])
+                src_lane = addr(r) // 8  # the lane supplying stack row r
+                s = int(start[base + src_lane, i])
+                if s % width + c >= width:
+                    raise ValueError(f"the row that lane {src_lane} supplies for instruction {i} runs past the "
+                                     "end of a tile row (an 8x8 matrix row is 8 consecutive elements)")
+                out[t, 2 * count * i + v] = s + c
+    return out
+
+
+def ldmatrix_result(rows: ir.TVLayout, count: int, trans: bool) -> ir.TVLayout:
+    """The coordinates of the fragment ldmatrix delivers (see ldmatrix_delivered)."""
+    return fit_tv(ldmatrix_delivered(rows, count, trans), rows.tile)
+
+
+def ldmatrix_row_elements(rows: ir.TVLayout) -> ir.TVLayout:
+    """What each thread's row addresses make the warp read: value 8 i + c is element c of the row
+    thread t supplies for instruction i (for bank-conflict, race and bounds checks)."""
+    lay = rows.layout
+    return ir.TVLayout(Layout((lay.mode(0).shape, (8, lay.mode(1).shape)),
+                              (lay.mode(0).stride, (1, lay.mode(1).stride))), rows.tile)

@@ -453,13 +453,27 @@ class Mma:
 
 
 @attrs.frozen
+class Ldmatrix:
+    """`ldmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16` from shared view `src`, one
+    instruction per value of `rows`: thread t supplies the row that starts at tile element
+    `rows(t, i)` for instruction i (lanes 8q .. 8q + 7 of a warp give matrix q's rows). What each
+    lane receives is argus_verify.atoms.ldmatrix_layout; the Assign's type holds the resulting
+    coordinates (`atoms.ldmatrix_result`)."""
+
+    src: View
+    rows: TVLayout
+    count: int
+    trans: bool
+
+
+@attrs.frozen
 class Relabel:
     """The same registers with new coordinates (transpose / reshape); the Assign's type says how."""
 
     arg: str
 
 
-FragOp = Load | Full | Elementwise | Cast | Reduce | Shuffle | Mma | Relabel
+FragOp = Load | Full | Elementwise | Cast | Reduce | Shuffle | Mma | Relabel | Ldmatrix
 
 # ---------------------------------------------------------------------------------------------
 # statements

@@ -76,6 +76,9 @@ class _Ops(Visitor, families=("fragment_ops",)):
         extra += f", vec={op.vec}" if op.vec else ""
         return f"load({fmt_view(op.src)}, tv={op.tv}{extra})"
 
+    def visit_Ldmatrix(self, op: ir.Ldmatrix) -> str:
+        return f"ldmatrix({fmt_view(op.src)}, x{op.count}, rows={op.rows}{', trans=True' if op.trans else ''})"
+
     def visit_Full(self, op: ir.Full) -> str:
         return f"full({op.dtype}, {op.value}, tv={op.tv})"
 

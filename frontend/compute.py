@@ -7,11 +7,10 @@ import difflib
 import math
 from typing import TYPE_CHECKING
 
-from argus_verify import ir
+from argus_verify import atoms, ir
 from argus_verify.frontend import integers
 from argus_verify.frontend.arguments import CallSite
 from argus_verify.frontend.values import DTYPES, DTypeVal, FloatVal, FragVal, IntVal, ScalarVal
-from argus_verify import atoms
 from argus_verify.instructions import BUILTINS, reduce_op, unary_op
 
 if TYPE_CHECKING:

@@ -3,11 +3,11 @@ barriers."""
 
 from __future__ import annotations
 
-from argus_verify import ir
+from argus_verify import atoms, ir
 from argus_verify.frontend.arguments import CallSite
-from argus_verify.frontend.layouts import row_contiguous, tv_arg
+from argus_verify.frontend.layouts import check_tv, row_contiguous, tv_arg
 from argus_verify.frontend.values import DTypeVal, FloatVal, FragVal, IntVal, LayoutVal, SharedVal, ViewVal
-from argus_verify.layout import ComposedLayout, Swizzle, row_major
+from argus_verify.layout import ComposedLayout, Layout, Swizzle, row_major
 
 SHARED_BYTES = 227 * 1024  # what one Hopper block can use
 
@@ -166,6 +166,37 @@ def copy_async(site: CallSite):
     b.out.append(ir.CopyAsync(dst.view, src.view, tv, site.flag("mask"), vec, b.sp(site.node)))
 
 
+def ldmatrix(site: CallSite) -> FragVal:
+    """ldmatrix(view, x4, rows=L, trans=False): what the lanes receive, by the ISA's layouts."""
+    b = site.b
+    src = b.value(site.args[0])
+    if not isinstance(src, ViewVal) or src.view.space != "shared":
+        raise b.err(site.args[0], "ldmatrix() reads a view of a shared allocation")
+    if ir.DTYPE_BYTES[src.dtype] != 2:
+        raise b.err(site.args[0], f"ldmatrix moves 16-bit elements; '{src.view.base}' holds {src.dtype}")
+    if len(src.view.tile) != 2:
+        raise b.err(site.args[0], "ldmatrix() needs a 2-D tile")
+    node = site.args[1]
+    word = str(node.children[0]) if getattr(node, "data", None) == "name" else None
+    if word not in ("x1", "x2", "x4"):
+        raise b.err(node, "ldmatrix's count is x1, x2 or x4 (matrices per instruction)")
+    count = int(word[1])
+    if b.block % 32:
+        raise b.err(site.node, "ldmatrix is a warp instruction: the block must be whole warps")
+    rnode = site.arg("rows")
+    v = b.value(rnode)
+    if not isinstance(v, LayoutVal) or not isinstance(v.layout, Layout):
+        raise b.err(rnode, "rows= takes a layout (threads, instructions) -> tile element, such as "
+                           "((8, 4), 2):((16, 128), 8)")
+    rows = check_tv(b, v.layout, src.view.tile, rnode)
+    trans = site.flag("trans")
+    try:
+        typ = atoms.ldmatrix_result(rows, count, trans)
+    except ValueError as e:
+        raise b.err(rnode, f"ldmatrix: {e}") from None
+    return b.emit(site.node, ir.Ldmatrix(src.view, rows, count, trans), ir.FragType(src.dtype, typ))
+
+
 def commit(site: CallSite):
     site.b.out.append(ir.Commit(site.b.sp(site.node)))
 
@@ -182,4 +213,4 @@ def barrier(site: CallSite):
 
 
 HANDLERS = {"load": load, "store": store, "zeros": zeros, "full": full, "shared": shared, "copy_async": copy_async,
-            "commit": commit, "wait": wait, "barrier": barrier}
+            "commit": commit, "wait": wait, "barrier": barrier, "ldmatrix": ldmatrix}

@@ -66,6 +66,9 @@ class Reads(Visitor, families=("statements", "fragment_ops")):
     def visit_Load(self, op: ir.Load) -> set:
         return view_names(op.src)
 
+    def visit_Ldmatrix(self, op: ir.Ldmatrix) -> set:
+        return view_names(op.src)
+
     def visit_Elementwise(self, op: ir.Elementwise) -> set:
         out = set()
         for a in op.args:

@@ -214,8 +214,8 @@ class ComputeLowering:
                 rb = pack(b, "b", gb, atom.b.values)
                 rc = acc[g * nc:(g + 1) * nc]
                 rd = [self.em.reg(REG_KIND[cd]) for _ in range(nc)]
-                self.em.emit(f"{instr} {{{', '.join(map(str, rd))}}}, {{{', '.join(map(str, ra))}}}, {{{', '.join(map(str, rb))}}}, "
-                             f"{{{', '.join(map(str, rc))}}};")
+                groups = ", ".join("{" + ", ".join(map(str, x)) + "}" for x in (rd, ra, rb, rc))
+                self.em.emit(f"{instr} {groups};")
                 acc[g * nc:(g + 1) * nc] = rd
         return tuple(acc)
 

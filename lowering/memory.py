@@ -97,6 +97,29 @@ class MemoryLowering:
         regs = self.load_values(s, self.view_starts(op.src), list(range(s.type.values)))
         return tuple(regs[v] for v in range(s.type.values))
 
+    def visit_Ldmatrix(self, op: ir.Ldmatrix, s: ir.Assign) -> tuple:
+        """One ldmatrix per instruction of `rows`: this thread's row address, four/two/one .b32
+        results unpacked into 16-bit halves (value 2q is the lower half of register q)."""
+        dtype = check_dtype(s.type.dtype, s.span)
+        view = op.src
+        starts = self.view_starts(view)
+        n = op.rows.values
+        coords = self.element_coords(view, starts, op.rows, list(range(n)))
+        addrs = self.shared_addresses(view, starts, op.rows, coords, list(range(n)), ir.DTYPE_BYTES[dtype])
+        kind = REG_KIND[dtype]
+        out = []
+        suffix = ".trans" if op.trans else ""
+        for i in range(n):
+            words = [self.em.reg("b32") for _ in range(op.count)]
+            self.em.emit(f"ldmatrix.sync.aligned.m8n8.x{op.count}{suffix}.shared.b16 "
+                         f"{{{', '.join(map(str, words))}}}, {address(addrs[i])};")
+            for w in words:
+                lo, hi = self.em.reg(kind), self.em.reg(kind)
+                self.em.emit(f"mov.b32 {{{lo}, {hi}}}, {w};")
+                out += [lo, hi]
+        self.note(s.span, f"ldmatrix.x{op.count}{suffix}", view.base, [[i] for i in range(n)], None)
+        return tuple(out)
+
     def visit_Store(self, s: ir.Store) -> None:
         f = self.frag(s.value)
         dtype = check_dtype(f.type.dtype, s.span)

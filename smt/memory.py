@@ -10,7 +10,7 @@ smt.sync).
 
 from __future__ import annotations
 
-from argus_verify import ir
+from argus_verify import atoms, ir
 from argus_verify.smt import program as P
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
@@ -111,12 +111,22 @@ class MemoryMixin:
 
         return FragV(s.name, s.type, fn, label, loopdeps=ld, cfn=cfn)
 
-    def load_shared(self, s, node, env, label, ld) -> FragV:
+    def visit_Ldmatrix(self, op: ir.Ldmatrix, s, node, env, label, ld) -> FragV:
+        """Each lane's values carry the tags of the elements its type's coordinates name (the ISA's
+        ldmatrix layout over the supplied rows); bank conflicts are those of the row reads: 16
+        bytes per row address, one phase per 8x8 matrix."""
+        rows = atoms.ldmatrix_row_elements(op.rows)
+        return self.load_shared(s, node, env, label, ld, bank=(rows, 8))
+
+    def load_shared(self, s, node, env, label, ld, bank=None) -> FragV:
         op = s.op
         view = self.compile_view(op.src, env)
         alloc = self.allocs[op.src.base]
         coords = s.type.coords
         rd = ShRead(node, alloc, view, coords, s.type.values, label, s.name)
+        if bank is not None:
+            rd.bank = ShRead(node, alloc, view, bank[0], bank[0].values, label, s.name)
+            rd.bank.vec = bank[1]
         self.sh_reads[alloc.name].append(rd)
 
         def fn(S, ctx, inst, t, v):
