@@ -163,7 +163,7 @@ class MmaTerms:
         C tile (i, j); k gives the k step (a plan lookup) and the place in the atom's A (i, k) or
         B (k, j) tile, which the inverse of the operand layout turns into a lane and a register."""
         at = self.plan.atom
-        lane = Z.band(t, bv(31))
+        lane = Z.mod(t, bv(32))
         base = Z.sub(t, lane)
         Vc = at.c.values
         gc, rc = Z.floordiv(v, bv(Vc)), Z.mod(v, bv(Vc))
@@ -239,8 +239,8 @@ class MmaTerms:
             r = self.check_accumulator(S, ctx, inst, t, v, k1, dom)
         if self.plan is not None and part in ("k", "acc"):  # the witness names lanes and registers
             tha, va, thb, vb = self.last_registers
-            r["extra"].update({"lane": Z.band(t, bv(31)), "c_register": v, "a_lane": Z.band(tha, bv(31)),
-                               "a_register": va, "b_lane": Z.band(thb, bv(31)), "b_register": vb})
+            r["extra"].update({"lane": Z.mod(t, bv(32)), "c_register": v, "a_lane": Z.mod(tha, bv(32)),
+                               "a_register": va, "b_lane": Z.mod(thb, bv(32)), "b_register": vb})
         return r
 
     def check_k(self, S, ctx, inst, t, v, k1, dom):

@@ -322,6 +322,9 @@ SIM_CASES = [
     ("gemm_simt", {"BM": 32, "BN": 64, "BK": 8, "TM": 2, "TN": 4}, {"M": 40, "N": 70, "K": 20}, False),
     ("gemm_pipelined", {}, {"M": 64, "N": 33, "K": 70}, False),  # cp.async stages, zero-fill, waits
     ("gemm_simt_db", SMALL_GEMM, {"M": 64, "N": 40, "K": 50}, False),  # loads under if, two stages
+    # ldmatrix (.trans), mma.sync, bf16 cp.async with misaligned rows; the simulator's ISA rules
+    # against the interpreter's atom layouts, bit for bit
+    ("gemm_bf16_mma", {}, {"M": 33, "N": 20, "K": 37}, True),
 ]
 
 
