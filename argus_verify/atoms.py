@@ -136,13 +136,31 @@ def _origins(typ: ir.FragType, per: int, warp: int) -> list:
             for g in range(typ.values // per)]
 
 
+def _blocks(origins: list, axis: int) -> dict:
+    """Groups by their origin on `axis` (rows of a, columns of b), each list in order of the other
+    axis (k); a group repeating an origin already seen is a copy and is skipped."""
+    out: dict = {}
+    seen = set()
+    for g, o in enumerate(origins):
+        if o in seen:
+            continue
+        seen.add(o)
+        out.setdefault(o[axis], []).append((o[1 - axis], g))
+    return {key: [g for _, g in sorted(v)] for key, v in sorted(out.items())}
+
+
 def mma_plan(atom_name: str, ta: ir.FragType, tb: ir.FragType, tc: ir.FragType) -> MmaPlan:
     """Split an mma over fragments a (M, K), b (K, N), c (M, N) into atom instances, or raise
-    ValueError saying why it cannot be. The accumulator must hold exactly the atom's C layout in
-    each group (the result keeps c's coordinates); a and b groups are paired by the corner of the
-    tile block they cover, so a fragment that covers the right block in another arrangement (a
-    missing .trans, a swapped register pair) still runs, computing what the hardware computes,
-    and the verifier's contraction check reports it."""
+    ValueError saying why it cannot be.
+
+    Each group of c values must hold exactly the atom's C layout at some origin (m0, n0): the
+    result keeps c's coordinates. The a and b groups are paired by rank, as registers: in each warp
+    the r-th row block of c (in order of m0) takes the r-th row block of a (in order of the a
+    groups' row origins), the r-th column block the r-th column block of b, and k step s the s-th
+    a and b groups of those blocks in order of their k origins. When the fragments hold what their
+    coordinates say (a[m0.., k0..] in the atom's A layout...) this is exactly c + a @ b; when they
+    do not (a missing .trans, a wrong k slice, another column block), the instruction still runs on
+    those registers, as the hardware would, and the verifier's contraction check reports it."""
     atom = MMA_ATOMS[atom_name]
     T = tc.threads
     if T % WARP:
@@ -155,12 +173,12 @@ def mma_plan(atom_name: str, ta: ir.FragType, tb: ir.FragType, tc: ir.FragType) 
             raise ValueError(f"{name} is spread over {typ.threads} threads, c over {T}")
     if ta.tile[1] % atom.K:
         raise ValueError(f"the k extent {ta.tile[1]} is not a multiple of the atom's k = {atom.K}")
+    nk = ta.tile[1] // atom.K
     catom = atom.c.coord_table()
     plans = []
     for w in range(T // WARP):
         cc = tc.coords.coord_table()[w * WARP:(w + 1) * WARP]
-        a_or, b_or = _origins(ta, atom.a.values, w), _origins(tb, atom.b.values, w)
-        steps = []
+        corigins = []
         for g in range(tc.values // atom.c.values):
             blk = cc[:, g * atom.c.values:(g + 1) * atom.c.values]
             origin = blk[0, 0] - catom[0, 0]
@@ -170,17 +188,24 @@ def mma_plan(atom_name: str, ta: ir.FragType, tb: ir.FragType, tc: ir.FragType) 
                     f"c values {g * 4}..{g * 4 + 3} of warp {w} are not the {atom.name} accumulator layout "
                     f"(lane {lane} value {g * 4 + v} holds c{list(blk[lane, v])}, the atom puts "
                     f"c{list(origin + catom[lane, v])} there)")
-            m0, n0 = (int(x) for x in origin)
-            ks = []
-            for k0 in range(0, ta.tile[1], atom.K):
-                if (m0, k0) not in a_or:
-                    raise ValueError(f"no group of {atom.a.values} a values of warp {w} covers "
-                                     f"a[{m0}:{m0 + atom.M}, {k0}:{k0 + atom.K}]")
-                if (k0, n0) not in b_or:
-                    raise ValueError(f"no group of {atom.b.values} b values of warp {w} covers "
-                                     f"b[{k0}:{k0 + atom.K}, {n0}:{n0 + atom.N}]")
-                ks.append((a_or.index((m0, k0)), b_or.index((k0, n0))))
-            steps.append((g, tuple(ks)))
+            corigins.append((int(origin[0]), int(origin[1])))
+        crow = sorted({o[0] for o in corigins})
+        ccol = sorted({o[1] for o in corigins})
+        arows = _blocks(_origins(ta, atom.a.values, w), 0)
+        bcols = _blocks(_origins(tb, atom.b.values, w), 1)
+        for what, have, need in (("row", arows, crow), ("column", bcols, ccol)):
+            name = "a" if what == "row" else "b"
+            if len(have) != len(need):
+                raise ValueError(f"warp {w}: c has {len(need)} {what} blocks, {name} has {len(have)}")
+            for key, groups in have.items():
+                if len(groups) != nk:
+                    raise ValueError(f"warp {w}: the {what} block at {key} of {name} has {len(groups)} k blocks "
+                                     f"of {atom.K}; the mma needs {nk}")
+        arow_list, bcol_list = list(arows.values()), list(bcols.values())
+        steps = []
+        for g, (m0, n0) in enumerate(corigins):
+            ra, rb = arow_list[crow.index(m0)], bcol_list[ccol.index(n0)]
+            steps.append((g, tuple(zip(ra, rb, strict=True))))
         plans.append(tuple(steps))
     if any(p != plans[0] for p in plans):
         w = next(i for i, p in enumerate(plans) if p != plans[0])

@@ -116,9 +116,9 @@ class MemoryMixin:
         ldmatrix layout over the supplied rows); bank conflicts are those of the row reads: 16
         bytes per row address, one phase per 8x8 matrix."""
         rows = atoms.ldmatrix_row_elements(op.rows)
-        return self.load_shared(s, node, env, label, ld, bank=(rows, 8))
+        return self.load_shared(s, node, env, label, ld, bank=(rows, 8), opname="ldmatrix")
 
-    def load_shared(self, s, node, env, label, ld, bank=None) -> FragV:
+    def load_shared(self, s, node, env, label, ld, bank=None, opname="load") -> FragV:
         op = s.op
         view = self.compile_view(op.src, env)
         alloc = self.allocs[op.src.base]
@@ -138,7 +138,7 @@ class MemoryMixin:
                 {L.var: inst.vals[L.var] for L in node.loops},
             )
             tg = self.resolve(S, ctx, rd, r_inst, t, e)
-            return tg.replace(trace=Tr(tg.trace, "load", s.span, value_label(label), (v, t)))
+            return tg.replace(trace=Tr(tg.trace, opname, s.span, value_label(label), (v, t)))
 
         return FragV(s.name, s.type, fn, label, loopdeps=ld)
 
