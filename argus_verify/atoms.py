@@ -186,8 +186,8 @@ def mma_plan(atom_name: str, ta: ir.FragType, tb: ir.FragType, tc: ir.FragType) 
                 lane, v = (int(x[0]) for x in np.nonzero((blk - origin != catom).any(-1)))
                 raise ValueError(
                     f"c values {g * 4}..{g * 4 + 3} of warp {w} are not the {atom.name} accumulator layout "
-                    f"(lane {lane} value {g * 4 + v} holds c{list(blk[lane, v])}, the atom puts "
-                    f"c{list(origin + catom[lane, v])} there)")
+                    f"(lane {lane} value {g * 4 + v} holds c{blk[lane, v].tolist()}, the atom puts "
+                    f"c{(origin + catom[lane, v]).tolist()} there)")
             corigins.append((int(origin[0]), int(origin[1])))
         crow = sorted({o[0] for o in corigins})
         ccol = sorted({o[1] for o in corigins})

@@ -117,7 +117,9 @@ class MemoryLowering:
                 lo, hi = self.em.reg(kind), self.em.reg(kind)
                 self.em.emit(f"mov.b32 {{{lo}, {hi}}}, {w};")
                 out += [lo, hi]
-        self.note(s.span, f"ldmatrix.x{op.count}{suffix}", view.base, [[i] for i in range(n)], None)
+        line = s.span.line if s.span is not None else 0
+        plural = "s" if n > 1 else ""
+        self.notes.append(f"line {line}: ldmatrix.x{op.count}{suffix} {view.base}: {n} instruction{plural}")
         return tuple(out)
 
     def visit_Store(self, s: ir.Store) -> None:
