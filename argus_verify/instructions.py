@@ -157,6 +157,12 @@ _MEMORY = (
             "n is a non-negative constant", (_p("n", 0),)),
     Builtin("barrier", "memory", STATEMENT, "bar.sync 0: every thread of the block meets here",
             "no arguments; inside an if, the condition must be the same for the whole block"),
+    Builtin("stmatrix", "memory", STATEMENT, "warp-level 8x8 matrix stores to shared memory",
+            "a shared view of 16-bit elements, a fragment of its tile, a count x1, x2 or x4 and rows= as for "
+            "ldmatrix; every value must land at its own coordinate", (_p("view"), _p("frag"), _p("count", choices=(
+                "x1", "x2", "x4"))),
+            (_p("rows", shown="L", what="a layout (threads, instructions) -> the tile element each row starts at"),
+             _p("trans", False))),
     Builtin("ldmatrix", "memory", FRAGMENT, "warp-level 8x8 matrix loads from shared memory",
             "a shared view of 16-bit elements, a count x1, x2 or x4 and rows= a layout (threads, "
             "instructions) -> tile element where the row each thread supplies starts; the result holds what "

@@ -517,6 +517,24 @@ class Store:
 
 
 @attrs.frozen
+class Stmatrix:
+    """`stmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16` of fragment `value` into shared view
+    `dst`, one instruction per value of `rows` (row addresses as for `Ldmatrix`). The front end
+    accepts it only where every value lands at its own coordinate (the fragment's coordinates are
+    `atoms.ldmatrix_result(rows, count, trans)`), so it means what `Store(dst, value)` means."""
+
+    dst: View
+    value: str
+    rows: TVLayout
+    count: int
+    trans: bool
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+    def as_store(self) -> Store:
+        return Store(self.dst, self.value, False, None, self.span)
+
+
+@attrs.frozen
 class CopyAsync:
     """cp.async global -> shared of `vec` elements per thread and instruction; completes at a wait."""
 
@@ -578,7 +596,7 @@ class Assert:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
-Stmt = Let | Assign | SharedAlloc | Store | CopyAsync | Commit | Wait | Barrier | For | If | Assert
+Stmt = Let | Assign | SharedAlloc | Store | Stmatrix | CopyAsync | Commit | Wait | Barrier | For | If | Assert
 
 # ---------------------------------------------------------------------------------------------
 # the kernel

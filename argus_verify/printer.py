@@ -129,6 +129,10 @@ class _Statements(Visitor, families=("statements",)):
         extra = (", mask=True" if s.mask else "") + (f", where={fmt_iexpr(s.where)}" if s.where else "")
         return [f"{pad}store({fmt_view(s.dst)}, {s.value}{extra})"]
 
+    def visit_Stmatrix(self, s: ir.Stmatrix, pad: str, indent: int) -> list[str]:
+        return [f"{pad}stmatrix({fmt_view(s.dst)}, {s.value}, x{s.count}, rows={s.rows}"
+                f"{', trans=True' if s.trans else ''})"]
+
     def visit_CopyAsync(self, s: ir.CopyAsync, pad: str, indent: int) -> list[str]:
         return [f"{pad}copy_async({fmt_view(s.dst)}, {fmt_view(s.src)}, tv={s.tv}, vec={s.vec}"
                 f"{', mask=True' if s.mask else ''})"]

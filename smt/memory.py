@@ -55,6 +55,11 @@ class MemoryMixin:
         if self.tensors[s.dst.base].output:
             self.out_stores.append((acc, frag))
 
+    def visit_Stmatrix(self, s: ir.Stmatrix, node, env):
+        """Every value lands at its own coordinate (the front end checked it): a store. (Bank
+        conflicts are counted as for a store of the fragment, not per 8x8 matrix.)"""
+        return self.visit_Store(s.as_store(), node, env)
+
     def visit_CopyAsync(self, s: ir.CopyAsync, node, env):
         dst = self.compile_view(s.dst, env)
         src = self.compile_view(s.src, env)

@@ -146,3 +146,39 @@ def test_front_end_errors_point_at_the_call():
     with pytest.raises(ArgusError, match="accumulator layout") as e:
         compile_source(foreign_acc, "acc.arg")
     assert e.value.span.line == 14
+
+
+STM = """
+kernel k(A: bf16[16, 16]) -> C: bf16[16, 16]:
+    grid(1)
+    block(32)
+    s = shared(bf16[16, 16])
+    x = load(A[0:16, 0:16], tv={tv})
+    stmatrix(s, x, x4, rows=((8, 2, 2), 1):((16, 128, 8), 0){trans})
+    barrier()
+    y = load(s, tv=(32, 8):(8, 1))
+    store(C[0:16, 0:16], y)
+"""
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_stmatrix_x4_writes_each_value_at_its_coordinate(trans):
+    from argus_verify import atoms
+
+    rows = atoms.ir.TVLayout(atoms.Layout(((8, 2, 2), 1), ((16, 128, 8), 0)), (16, 16))
+    tv = atoms.ldmatrix_result(rows, 4, trans).layout  # the fragment layout stmatrix moves as is
+    k = compile_source(STM.format(tv=tv, trans=", trans=True" if trans else ""), "stm.arg")
+    a = np.arange(256, dtype=np.float32).reshape(16, 16)
+    np.testing.assert_array_equal(run(k, {"A": a}, {})["C"], a)
+    lk = lower(k)
+    assert ("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in lk.ptx) == trans
+    if ptxas_available():
+        assemble(lk.ptx)
+    np.testing.assert_array_equal(run_lowered(lk, {"A": a}, {})["C"], a)
+    assert smt.verify(k, timeout_s=10.0).exit_code == 0
+
+
+def test_stmatrix_refuses_a_fragment_that_would_move():
+    src = STM.format(tv="(32, 8):(8, 1)", trans="")
+    with pytest.raises(ArgusError, match="stmatrix puts value"):
+        compile_source(src, "stm.arg")

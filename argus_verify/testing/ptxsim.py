@@ -385,6 +385,8 @@ class Block:
                 op = self.p.code[at[0].wait[1]].op
                 if op.startswith("ldmatrix"):
                     self.do_ldmatrix(lanes)
+                elif op.startswith("stmatrix"):
+                    self.do_stmatrix(lanes)
                 elif op.startswith("mma.sync"):
                     self.do_mma(lanes)
                 else:
@@ -405,7 +407,7 @@ class Block:
                 th.pc += 1
                 continue
             op = ins.op
-            if op.startswith(("bar.sync", "shfl.sync", "ldmatrix", "mma.sync")):
+            if op.startswith(("bar.sync", "shfl.sync", "ldmatrix", "stmatrix", "mma.sync")):
                 th.wait = ("bar" if op.startswith("bar") else "shfl", th.pc)
                 return
             if op.startswith("bra"):
@@ -457,6 +459,34 @@ class Block:
                 m = mats[q]
                 lo, hi = (m[2 * t, g], m[2 * t + 1, g]) if trans else (m[g, 2 * t], m[g, 2 * t + 1])
                 self.set(th, r, int(lo) | int(hi) << 16, 32)
+            th.wait = None
+            th.pc += 1
+
+    def do_stmatrix(self, lanes: list) -> None:
+        """stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: the inverse of ldmatrix (lane l's
+        register q holds row l/4, columns 2(l%4), 2(l%4)+1 of matrix q, or with .trans column l/4 of
+        rows 2(l%4), 2(l%4)+1); lanes 8q..8q+7 address matrix q's rows."""
+        ins = self.p.code[lanes[0].wait[1]]
+        parts = ins.op.split(".")
+        count = int(next(p for p in parts if p in ("x1", "x2", "x4"))[1])
+        trans = "trans" in parts
+        regs = _reg_list(ins.args[1])
+        for q in range(count):
+            m = np.zeros((8, 8), dtype=np.uint16)
+            for lane, th in enumerate(lanes):
+                g, t = lane >> 2, lane % 4
+                w = self.val(th, regs[q])
+                lo, hi = w & 0xFFFF, w >> 16 & 0xFFFF
+                if trans:
+                    m[2 * t, g], m[2 * t + 1, g] = lo, hi
+                else:
+                    m[g, 2 * t], m[g, 2 * t + 1] = lo, hi
+            for r in range(8):
+                addr = self.addr(lanes[8 * q + r], ins.args[0])
+                if addr % 16:
+                    raise PtxSimError(f"misaligned stmatrix row address {addr:#x}: {ins.text}")
+                self._write("shared", addr, m[r].tobytes())
+        for th in lanes:
             th.wait = None
             th.pc += 1
 
