@@ -189,7 +189,10 @@ class ComputeLowering:
         .b32 registers (the lower half holds the even value, as the atom layouts number them)."""
         a, b, c = self.frag(op.a), self.frag(op.b), self.frag(op.c)
         ab, cd = check_dtype(a.type.dtype, s.span), check_dtype(s.type.dtype, s.span)
-        plan = atoms.mma_plan(op.atom, a.type, b.type, s.type)
+        try:
+            plan = atoms.mma_plan(op.atom, a.type, b.type, s.type)
+        except ValueError as e:  # the front end refuses it too; an IR built otherwise may have it
+            raise LoweringError(f"mma atom {op.atom}: {e}", s.span) from None
         atom = plan.atom
         packed: dict = {}
 

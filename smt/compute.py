@@ -13,6 +13,7 @@ from argus_verify import atoms, ir
 from argus_verify.layout import right_inverse
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
+from argus_verify.smt.diag import AnalysisError
 from argus_verify.smt.records import Check
 from argus_verify.smt.values import FragV, TagVal, Tr, element_label, value_label
 from argus_verify.smt.zops import OPS, TRUE, bv
@@ -153,7 +154,10 @@ class MmaTerms:
         self.T = an.T
         self.plan = None
         if s.op.atom != "fma":  # mma.sync: operands by register, through the atom's layouts
-            self.plan = atoms.mma_plan(s.op.atom, A.typ, B.typ, s.type)
+            try:
+                self.plan = atoms.mma_plan(s.op.atom, A.typ, B.typ, s.type)
+            except ValueError as e:  # the front end refuses it; an IR built otherwise may have it
+                raise AnalysisError(f"mma at line {s.span.line}: {e}") from None
             at = self.plan.atom
             self.inv = {w: right_inverse(at.operand(w).layout) for w in "ab"}
 
@@ -163,7 +167,7 @@ class MmaTerms:
         C tile (i, j); k gives the k step (a plan lookup) and the place in the atom's A (i, k) or
         B (k, j) tile, which the inverse of the operand layout turns into a lane and a register."""
         at = self.plan.atom
-        lane = Z.mod(t, bv(32))
+        lane = Z.band(t, bv(31))
         base = Z.sub(t, lane)
         Vc = at.c.values
         gc, rc = Z.floordiv(v, bv(Vc)), Z.mod(v, bv(Vc))
@@ -177,7 +181,7 @@ class MmaTerms:
         flat = Z.add(Z.mul(ci, bv(at.K)), kk) if which == "a" else Z.add(Z.mul(kk, bv(at.N)), cj)
         pos = self.inv[which].apply(flat, OPS)
         per = at.operand(which).values
-        return Z.add(base, Z.mod(pos, bv(32))), Z.add(Z.mul(group, bv(per)), Z.floordiv(pos, bv(32)))
+        return Z.bor(base, Z.band(pos, bv(31))), Z.add(Z.mul(group, bv(per)), Z.shr(pos, bv(5)))
 
     def holder(self, S, ctx, inst, t, frag, want, tag, v=None, k=None):
         """A (thread, value) of `frag` holding tile coordinate `want` (aux variables); for mma.sync
