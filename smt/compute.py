@@ -219,7 +219,8 @@ class MmaTerms:
             Z.Or(ta.taint, tb.taint),
         )
         kagree = Z.Or(ta.none, tb.none, sa1, sb0, Z.Eq(a1, b0))
-        self.last_registers = (tha, va, thb, vb)
+        if self.plan is not None:  # (kept only here: a live term changes how Z3 numbers later ones)
+            self.last_registers = (tha, va, thb, vb)
         return prod, kagree, ta, tb
 
     def tag(self, S, ctx, inst, t, v) -> TagVal:
