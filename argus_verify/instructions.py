@@ -39,7 +39,6 @@ COMPONENT = "component"  # name(x)[k], in assertions
 VALUE = "value"  # a bare name (thread_id, block_id.x, inf)
 FORMS = (CALL, COMPONENT, VALUE)
 
-TENSOR_CORES_PENDING = "it comes with the tensor-core (mma.sync) support"
 
 
 @attrs.frozen
@@ -158,9 +157,18 @@ _MEMORY = (
             "n is a non-negative constant", (_p("n", 0),)),
     Builtin("barrier", "memory", STATEMENT, "bar.sync 0: every thread of the block meets here",
             "no arguments; inside an if, the condition must be the same for the whole block"),
+    Builtin("stmatrix", "memory", STATEMENT, "warp-level 8x8 matrix stores to shared memory",
+            "a shared view of 16-bit elements, a fragment of its tile, a count x1, x2 or x4 and rows= as for "
+            "ldmatrix; every value must land at its own coordinate", (_p("view"), _p("frag"), _p("count", choices=(
+                "x1", "x2", "x4"))),
+            (_p("rows", shown="L", what="a layout (threads, instructions) -> the tile element each row starts at"),
+             _p("trans", False))),
     Builtin("ldmatrix", "memory", FRAGMENT, "warp-level 8x8 matrix loads from shared memory",
-            "a shared view of 16-bit elements and a count x1, x2 or x4", (_p("view"), _p("count", choices=(
-                "x1", "x2", "x4"))), (_p("trans", False),), pending=TENSOR_CORES_PENDING),
+            "a shared view of 16-bit elements, a count x1, x2 or x4 and rows= a layout (threads, "
+            "instructions) -> tile element where the row each thread supplies starts; the result holds what "
+            "the lanes receive", (_p("view"), _p("count", choices=("x1", "x2", "x4"))),
+            (_p("rows", shown="L", what="a layout (threads, instructions) -> the tile element each row starts at"),
+             _p("trans", False))),
 )
 
 # every unary entry of the table is a function (`neg(x)` is also written `-x`)
@@ -247,7 +255,6 @@ BUILTINS: dict[str, Builtin] = {b.name: b for b in (*_KERNEL, *_MEMORY, *_COMPUT
                                                    *_VALUES)}
 
 # mma atoms the front end refuses for now, and why
-PENDING_MMA_ATOMS = {atom: TENSOR_CORES_PENDING for atom in ir.MMA_ATOMS if atom != "fma"}
 
 # the bare words some arguments take (scope=warp, atom=fma, x4): names only in those positions
 BARE_WORDS = frozenset(w for b in BUILTINS.values() for p in (*b.positional, *b.keywords) for w in p.choices)

@@ -430,7 +430,7 @@ class Shuffle:
 MMA_ATOMS = {
     # name: (M, N, K, allowed (a/b dtype, c dtype) pairs)
     "fma": (1, 1, 1, (("f32", "f32"), ("f64", "f64"), ("f16", "f32"), ("bf16", "f32"))),
-    "m16n8k16": (16, 8, 16, (("f16", "f32"), ("bf16", "f32"), ("f16", "f16"))),
+    "m16n8k16": (16, 8, 16, (("f16", "f32"), ("bf16", "f32"))),
     "m16n8k8": (16, 8, 8, (("f16", "f32"), ("bf16", "f32"))),
 }
 
@@ -441,7 +441,9 @@ class Mma:
 
     atom "fma": each thread multiplies the a and b values it holds for each of its c values
     (SIMT; the layouts must give every thread all the (i, k) and (k, j) its c values need).
-    Tensor-core atoms use the PTX fragment layouts of mma.sync.
+    Tensor-core atoms (m16n8k16, m16n8k8) execute mma.sync on registers: argus_verify.atoms
+    splits the fragments into atom instances (`atoms.mma_plan`) and each instance multiplies the
+    values its lanes hold through the atom's A, B and C layouts.
     """
 
     a: str
@@ -451,13 +453,27 @@ class Mma:
 
 
 @attrs.frozen
+class Ldmatrix:
+    """`ldmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16` from shared view `src`, one
+    instruction per value of `rows`: thread t supplies the row that starts at tile element
+    `rows(t, i)` for instruction i (lanes 8q .. 8q + 7 of a warp give matrix q's rows). What each
+    lane receives is argus_verify.atoms.ldmatrix_layout; the Assign's type holds the resulting
+    coordinates (`atoms.ldmatrix_result`)."""
+
+    src: View
+    rows: TVLayout
+    count: int
+    trans: bool
+
+
+@attrs.frozen
 class Relabel:
     """The same registers with new coordinates (transpose / reshape); the Assign's type says how."""
 
     arg: str
 
 
-FragOp = Load | Full | Elementwise | Cast | Reduce | Shuffle | Mma | Relabel
+FragOp = Load | Full | Elementwise | Cast | Reduce | Shuffle | Mma | Relabel | Ldmatrix
 
 # ---------------------------------------------------------------------------------------------
 # statements
@@ -498,6 +514,24 @@ class Store:
     mask: bool
     where: IExpr | None = None
     span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class Stmatrix:
+    """`stmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16` of fragment `value` into shared view
+    `dst`, one instruction per value of `rows` (row addresses as for `Ldmatrix`). The front end
+    accepts it only where every value lands at its own coordinate (the fragment's coordinates are
+    `atoms.ldmatrix_result(rows, count, trans)`), so it means what `Store(dst, value)` means."""
+
+    dst: View
+    value: str
+    rows: TVLayout
+    count: int
+    trans: bool
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+    def as_store(self) -> Store:
+        return Store(self.dst, self.value, False, None, self.span)
 
 
 @attrs.frozen
@@ -562,7 +596,7 @@ class Assert:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
-Stmt = Let | Assign | SharedAlloc | Store | CopyAsync | Commit | Wait | Barrier | For | If | Assert
+Stmt = Let | Assign | SharedAlloc | Store | Stmatrix | CopyAsync | Commit | Wait | Barrier | For | If | Assert
 
 # ---------------------------------------------------------------------------------------------
 # the kernel

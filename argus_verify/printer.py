@@ -76,6 +76,9 @@ class _Ops(Visitor, families=("fragment_ops",)):
         extra += f", vec={op.vec}" if op.vec else ""
         return f"load({fmt_view(op.src)}, tv={op.tv}{extra})"
 
+    def visit_Ldmatrix(self, op: ir.Ldmatrix) -> str:
+        return f"ldmatrix({fmt_view(op.src)}, x{op.count}, rows={op.rows}{', trans=True' if op.trans else ''})"
+
     def visit_Full(self, op: ir.Full) -> str:
         return f"full({op.dtype}, {op.value}, tv={op.tv})"
 
@@ -125,6 +128,10 @@ class _Statements(Visitor, families=("statements",)):
     def visit_Store(self, s: ir.Store, pad: str, indent: int) -> list[str]:
         extra = (", mask=True" if s.mask else "") + (f", where={fmt_iexpr(s.where)}" if s.where else "")
         return [f"{pad}store({fmt_view(s.dst)}, {s.value}{extra})"]
+
+    def visit_Stmatrix(self, s: ir.Stmatrix, pad: str, indent: int) -> list[str]:
+        return [f"{pad}stmatrix({fmt_view(s.dst)}, {s.value}, x{s.count}, rows={s.rows}"
+                f"{', trans=True' if s.trans else ''})"]
 
     def visit_CopyAsync(self, s: ir.CopyAsync, pad: str, indent: int) -> list[str]:
         return [f"{pad}copy_async({fmt_view(s.dst)}, {fmt_view(s.src)}, tv={s.tv}, vec={s.vec}"

@@ -7,11 +7,11 @@ import difflib
 import math
 from typing import TYPE_CHECKING
 
-from argus_verify import ir
+from argus_verify import atoms, ir
 from argus_verify.frontend import integers
 from argus_verify.frontend.arguments import CallSite
 from argus_verify.frontend.values import DTYPES, DTypeVal, FloatVal, FragVal, IntVal, ScalarVal
-from argus_verify.instructions import BUILTINS, PENDING_MMA_ATOMS, reduce_op, unary_op
+from argus_verify.instructions import BUILTINS, reduce_op, unary_op
 
 if TYPE_CHECKING:
     from argus_verify.frontend.builder import KernelBuilder
@@ -113,11 +113,15 @@ def mma(site: CallSite) -> FragVal:
             raise b.err(node, "mma() operands must be fragments")
     known = ", ".join(BUILTINS["mma"].keyword("atom").choices)
     atom = site.word("atom", lambda w: f"unknown mma atom{f' {w!r}' if w else ''}; known: {known}")
-    if atom in PENDING_MMA_ATOMS:
-        raise b.err(site.arg("atom"), f"mma atom {atom} is not available yet: {PENDING_MMA_ATOMS[atom]}")
     ta, tb, tc = (v.type for v in vals)
     _check_operands(site, atom, ta, tb, tc)
-    _check_thread_local(b, site.node, ta, tb, tc)
+    if atom == "fma":
+        _check_thread_local(b, site.node, ta, tb, tc)
+    else:
+        try:
+            atoms.mma_plan(atom, ta, tb, tc)
+        except ValueError as e:
+            raise b.err(site.node, f"mma atom {atom}: {e}") from None
     a, bb, c = vals
     return b.emit(site.node, ir.Mma(a.name, bb.name, c.name, atom), tc)
 

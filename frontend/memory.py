@@ -3,11 +3,13 @@ barriers."""
 
 from __future__ import annotations
 
-from argus_verify import ir
+import numpy as np
+
+from argus_verify import atoms, ir
 from argus_verify.frontend.arguments import CallSite
-from argus_verify.frontend.layouts import row_contiguous, tv_arg
+from argus_verify.frontend.layouts import check_tv, row_contiguous, tv_arg
 from argus_verify.frontend.values import DTypeVal, FloatVal, FragVal, IntVal, LayoutVal, SharedVal, ViewVal
-from argus_verify.layout import ComposedLayout, Swizzle, row_major
+from argus_verify.layout import ComposedLayout, Layout, Swizzle, row_major
 
 SHARED_BYTES = 227 * 1024  # what one Hopper block can use
 
@@ -166,6 +168,67 @@ def copy_async(site: CallSite):
     b.out.append(ir.CopyAsync(dst.view, src.view, tv, site.flag("mask"), vec, b.sp(site.node)))
 
 
+def _matrix_access(site: CallSite, name: str, view_node, count_node):
+    """The shared view, count, rows layout, trans flag and delivered coordinates of an
+    ldmatrix / stmatrix call."""
+    b = site.b
+    src = b.value(view_node)
+    if not isinstance(src, ViewVal) or src.view.space != "shared":
+        raise b.err(view_node, f"{name}() takes a view of a shared allocation")
+    if ir.DTYPE_BYTES[src.dtype] != 2:
+        raise b.err(view_node, f"{name} moves 16-bit elements; '{src.view.base}' holds {src.dtype}")
+    if len(src.view.tile) != 2:
+        raise b.err(view_node, f"{name}() needs a 2-D tile")
+    word = str(count_node.children[0]) if getattr(count_node, "data", None) == "name" else None
+    if word not in ("x1", "x2", "x4"):
+        raise b.err(count_node, f"{name}'s count is x1, x2 or x4 (matrices per instruction)")
+    count = int(word[1])
+    if b.block % 32:
+        raise b.err(site.node, f"{name} is a warp instruction: the block must be whole warps")
+    rnode = site.arg("rows")
+    v = b.value(rnode)
+    if not isinstance(v, LayoutVal) or not isinstance(v.layout, Layout):
+        raise b.err(rnode, "rows= takes a layout (threads, instructions) -> tile element, such as "
+                           "((8, 4), 2):((16, 128), 8)")
+    rows = check_tv(b, v.layout, src.view.tile, rnode)
+    trans = site.flag("trans")
+    try:
+        typ = atoms.ldmatrix_result(rows, count, trans)
+    except ValueError as e:
+        raise b.err(rnode, f"{name}: {e}") from None
+    return src, count, rows, trans, typ
+
+
+def ldmatrix(site: CallSite) -> FragVal:
+    """ldmatrix(view, x4, rows=L, trans=False): what the lanes receive, by the ISA's layouts."""
+    src, count, rows, trans, typ = _matrix_access(site, "ldmatrix", site.args[0], site.args[1])
+    return site.b.emit(site.node, ir.Ldmatrix(src.view, rows, count, trans), ir.FragType(src.dtype, typ))
+
+
+def stmatrix(site: CallSite):
+    """stmatrix(view, frag, x4, rows=L, trans=False): each value to its own coordinate."""
+    b = site.b
+    dst, count, rows, trans, typ = _matrix_access(site, "stmatrix", site.args[0], site.args[2])
+    val = b.value(site.args[1])
+    if not isinstance(val, FragVal):
+        raise b.err(site.args[1], "stmatrix's second argument must be a fragment")
+    if val.type.dtype != dst.dtype:
+        raise b.err(site.args[1], f"cannot store a {val.type.dtype} fragment into {dst.dtype} '{dst.view.base}'")
+    if tuple(val.type.tile) != dst.view.tile:
+        raise b.err(site.args[1], f"fragment tile {list(val.type.tile)} does not match the view's tile "
+                                  f"{list(dst.view.tile)}")
+    have, put = val.type.coords.coord_table(), typ.coord_table()
+    if have.shape != put.shape or not (have == put).all():
+        if have.shape != put.shape:
+            raise b.err(site.args[1], f"the fragment holds {val.type.values} values per thread; these rows move "
+                                      f"{typ.values}")
+        t, v = (int(x[0]) for x in np.nonzero((have != put).any(-1)))
+        raise b.err(site.args[1], f"stmatrix puts value {v} of thread {t} at {put[t, v].tolist()}, but it holds "
+                                  f"element {have[t, v].tolist()} (trans={trans} and these rows do not match the "
+                                  "fragment's layout)")
+    b.out.append(ir.Stmatrix(dst.view, val.name, rows, count, trans, b.sp(site.node)))
+
+
 def commit(site: CallSite):
     site.b.out.append(ir.Commit(site.b.sp(site.node)))
 
@@ -182,4 +245,5 @@ def barrier(site: CallSite):
 
 
 HANDLERS = {"load": load, "store": store, "zeros": zeros, "full": full, "shared": shared, "copy_async": copy_async,
-            "commit": commit, "wait": wait, "barrier": barrier}
+            "commit": commit, "wait": wait, "barrier": barrier, "ldmatrix": ldmatrix,
+            "stmatrix": stmatrix}

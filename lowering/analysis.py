@@ -42,6 +42,9 @@ class Reads(Visitor, families=("statements", "fragment_ops")):
     def visit_Store(self, s: ir.Store) -> set:
         return view_names(s.dst) | {s.value} | iexpr_names(s.where)
 
+    def visit_Stmatrix(self, s: ir.Stmatrix) -> set:
+        return view_names(s.dst) | {s.value}
+
     def visit_CopyAsync(self, s: ir.CopyAsync) -> set:
         return view_names(s.dst) | view_names(s.src)
 
@@ -64,6 +67,9 @@ class Reads(Visitor, families=("statements", "fragment_ops")):
     visit_SharedAlloc = visit_Commit = visit_Wait = visit_Barrier = visit_Assert = _nothing
 
     def visit_Load(self, op: ir.Load) -> set:
+        return view_names(op.src)
+
+    def visit_Ldmatrix(self, op: ir.Ldmatrix) -> set:
         return view_names(op.src)
 
     def visit_Elementwise(self, op: ir.Elementwise) -> set:
@@ -126,7 +132,8 @@ class Appearances(Visitor, families=("statements",)):
         self.out.append((s.name, True, path))
 
     visit_Let = visit_Assign = _defining
-    visit_SharedAlloc = visit_Store = visit_CopyAsync = visit_Commit = visit_Wait = visit_Barrier = _plain
+    visit_SharedAlloc = visit_Store = visit_Stmatrix = visit_CopyAsync = visit_Commit = visit_Wait = _plain
+    visit_Barrier = _plain
 
 
 def appearances(body) -> list:

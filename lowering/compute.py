@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from argus_verify import ir, semantics
+from argus_verify import atoms, ir, semantics
 from argus_verify.lowering.emitter import LoweringError, Reg, mov_type
 from argus_verify.lowering.values import (
     PARAM_TYPE,
@@ -162,7 +162,7 @@ class ComputeLowering:
     # -- the SIMT mma ----------------------------------------------------------------------------
     def visit_Mma(self, op: ir.Mma, s: ir.Assign) -> tuple:
         if op.atom != "fma":
-            raise LoweringError(f"mma atom {op.atom} is not supported yet (milestone 4)", s.span)
+            return self._mma_sync(op, s)
         a_src, b_src = self.env.get(op.a), self.env.get(op.b)
         c = self.frag(op.c)
         ia, ib = fma_pairing(a_src.type, b_src.type, s.type, s.span)
@@ -183,6 +183,44 @@ class ComputeLowering:
                     self.em.emit(f"fma.rn.{cd} {d}, {fa[int(ia[vc, k])]}, {fb[int(ib[vc, k])]}, {acc[vc]};")
                     acc[vc] = d
         return tuple(self.from_compute(r, cdt) for r in acc)
+
+    def _mma_sync(self, op: ir.Mma, s: ir.Assign) -> tuple:
+        """One mma.sync per atom instance and k step of the plan; 16-bit operand pairs packed into
+        .b32 registers (the lower half holds the even value, as the atom layouts number them)."""
+        a, b, c = self.frag(op.a), self.frag(op.b), self.frag(op.c)
+        ab, cd = check_dtype(a.type.dtype, s.span), check_dtype(s.type.dtype, s.span)
+        try:
+            plan = atoms.mma_plan(op.atom, a.type, b.type, s.type)
+        except ValueError as e:  # the front end refuses it too; an IR built otherwise may have it
+            raise LoweringError(f"mma atom {op.atom}: {e}", s.span) from None
+        atom = plan.atom
+        packed: dict = {}
+
+        def pack(frag, which, group, per):
+            out = []
+            for r in range(per // 2):
+                key = (which, group, r)
+                if key not in packed:
+                    lo, hi = frag.regs[group * per + 2 * r], frag.regs[group * per + 2 * r + 1]
+                    d = self.em.reg("b32")
+                    self.em.emit(f"mov.b32 {d}, {{{lo}, {hi}}};")
+                    packed[key] = d
+                out.append(packed[key])
+            return out
+
+        acc = list(c.regs)
+        instr = atom.ptx(ab, cd)
+        nc = atom.c.values
+        for g, ks in plan.steps:
+            for ga, gb in ks:
+                ra = pack(a, "a", ga, atom.a.values)
+                rb = pack(b, "b", gb, atom.b.values)
+                rc = acc[g * nc:(g + 1) * nc]
+                rd = [self.em.reg(REG_KIND[cd]) for _ in range(nc)]
+                groups = ", ".join("{" + ", ".join(map(str, x)) + "}" for x in (rd, ra, rb, rc))
+                self.em.emit(f"{instr} {groups};")
+                acc[g * nc:(g + 1) * nc] = rd
+        return tuple(acc)
 
     def _k_chunk(self, a_src, b_src, K: int, esize: int) -> int:
         """How many k steps load their operands together: 16-byte loads along k from shared memory

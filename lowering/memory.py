@@ -97,6 +97,55 @@ class MemoryLowering:
         regs = self.load_values(s, self.view_starts(op.src), list(range(s.type.values)))
         return tuple(regs[v] for v in range(s.type.values))
 
+    def visit_Ldmatrix(self, op: ir.Ldmatrix, s: ir.Assign) -> tuple:
+        """One ldmatrix per instruction of `rows`: this thread's row address, four/two/one .b32
+        results unpacked into 16-bit halves (value 2q is the lower half of register q)."""
+        dtype = check_dtype(s.type.dtype, s.span)
+        view = op.src
+        starts = self.view_starts(view)
+        n = op.rows.values
+        coords = self.element_coords(view, starts, op.rows, list(range(n)))
+        addrs = self.shared_addresses(view, starts, op.rows, coords, list(range(n)), ir.DTYPE_BYTES[dtype])
+        kind = REG_KIND[dtype]
+        out = []
+        suffix = ".trans" if op.trans else ""
+        for i in range(n):
+            words = [self.em.reg("b32") for _ in range(op.count)]
+            self.em.emit(f"ldmatrix.sync.aligned.m8n8.x{op.count}{suffix}.shared.b16 "
+                         f"{{{', '.join(map(str, words))}}}, {address(addrs[i])};")
+            for w in words:
+                lo, hi = self.em.reg(kind), self.em.reg(kind)
+                self.em.emit(f"mov.b32 {{{lo}, {hi}}}, {w};")
+                out += [lo, hi]
+        line = s.span.line if s.span is not None else 0
+        plural = "s" if n > 1 else ""
+        self.notes.append(f"line {line}: ldmatrix.x{op.count}{suffix} {view.base}: {n} instruction{plural}")
+        return tuple(out)
+
+    def visit_Stmatrix(self, s: ir.Stmatrix) -> None:
+        """One stmatrix per instruction of `rows`: this thread's row address and its values packed
+        in pairs (value 2q in the lower half of register q)."""
+        f = self.frag(s.value)
+        dtype = check_dtype(f.type.dtype, s.span)
+        view = s.dst
+        starts = self.view_starts(view)
+        n = s.rows.values
+        coords = self.element_coords(view, starts, s.rows, list(range(n)))
+        addrs = self.shared_addresses(view, starts, s.rows, coords, list(range(n)), ir.DTYPE_BYTES[dtype])
+        suffix = ".trans" if s.trans else ""
+        per = 2 * s.count
+        for i in range(n):
+            words = []
+            for q in range(s.count):
+                w = self.em.reg("b32")
+                self.em.emit(f"mov.b32 {w}, {{{f.regs[per * i + 2 * q]}, {f.regs[per * i + 2 * q + 1]}}};")
+                words.append(w)
+            self.em.emit(f"stmatrix.sync.aligned.m8n8.x{s.count}{suffix}.shared.b16 {address(addrs[i])}, "
+                         f"{{{', '.join(map(str, words))}}};")
+        line = s.span.line if s.span is not None else 0
+        plural = "s" if n > 1 else ""
+        self.notes.append(f"line {line}: stmatrix.x{s.count}{suffix} {view.base}: {n} instruction{plural}")
+
     def visit_Store(self, s: ir.Store) -> None:
         f = self.frag(s.value)
         dtype = check_dtype(f.type.dtype, s.span)

@@ -7,8 +7,7 @@ import functools
 
 import numpy as np
 
-from argus_verify import ir, semantics
-from argus_verify.diagnostics import ArgusRuntimeError
+from argus_verify import atoms, ir, semantics
 
 
 def flat_coords(typ: ir.FragType) -> np.ndarray:
@@ -22,6 +21,11 @@ def flat_coords(typ: ir.FragType) -> np.ndarray:
 @functools.lru_cache(maxsize=256)
 def fma_pairing(ta: ir.FragType, tb: ir.FragType, tc: ir.FragType) -> tuple[np.ndarray, np.ndarray]:
     return ir.fma_pairing(ta, tb, tc)
+
+
+@functools.lru_cache(maxsize=256)
+def mma_plan(atom: str, ta: ir.FragType, tb: ir.FragType, tc: ir.FragType) -> atoms.MmaPlan:
+    return atoms.mma_plan(atom, ta, tb, tc)
 
 
 @functools.lru_cache(maxsize=256)
@@ -64,10 +68,12 @@ class ComputeOps:
         return env[op.arg].copy()
 
     def visit_Mma(self, op: ir.Mma, s: ir.Assign, env, active, loop):
-        if op.atom != "fma":
-            raise ArgusRuntimeError(f"the interpreter does not run mma atom {op.atom} yet", s.span)
         a, b, c = env[op.a], env[op.b], env[op.c]
         types = self.launch.frag_types
+        if op.atom != "fma":  # mma.sync on whole warps, through the atom's layouts
+            plan = mma_plan(op.atom, types[op.a], types[op.b], s.type)
+            return self.across_lanes(s, loop, (a, b, c), lambda a, b, c: semantics.round_to(
+                atoms.run_mma(plan, a, b, c), s.type.dtype))
         ia, ib = (self.threads_of(p) for p in fma_pairing(types[op.a], types[op.b], s.type))
         t = np.arange(self.count)[:, None, None]
         prod = a[:, t, ia].astype(np.float64) * b[:, t, ib].astype(np.float64)

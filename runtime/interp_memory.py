@@ -188,6 +188,17 @@ class MemoryOps:
         off = self.shared_offsets(op.src, coords, active, s)
         return self.batch.shared.read(op.src.base, off, self.tids).astype(ir.numpy_dtype(s.type.dtype))
 
+    def visit_Ldmatrix(self, op: ir.Ldmatrix, s: ir.Assign, env, active, loop):
+        """Each lane receives the elements its type's coordinates name (the ISA's ldmatrix layout
+        over the rows the warp supplies, computed by the front end): a shared read of those."""
+        coords = self.view_coords(op.src, self.coord_table(s.type.coords), env)
+        off = self.shared_offsets(op.src, coords, active, s)
+        return self.batch.shared.read(op.src.base, off, self.tids).astype(ir.numpy_dtype(s.type.dtype))
+
+    def visit_Stmatrix(self, s: ir.Stmatrix, env, active, loop):
+        """Every value lands at its own coordinate (the front end checked it): a store."""
+        return self.visit_Store(s.as_store(), env, active, loop)
+
     def visit_Store(self, s: ir.Store, env, active, loop):
         val = env[s.value]
         live = active

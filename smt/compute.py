@@ -9,7 +9,8 @@ rows of a and columns of b must be constant along k.
 
 from __future__ import annotations
 
-from argus_verify import ir
+from argus_verify import atoms, ir
+from argus_verify.layout import right_inverse
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
 from argus_verify.smt.diag import AnalysisError
@@ -129,8 +130,6 @@ class ComputeMixin:
 
     def visit_Mma(self, op: ir.Mma, s, node, env, label, ld) -> FragV:
         A, B, C = env[op.a], env[op.b], env[op.c]
-        if op.atom != "fma":
-            self.check_warp_holders(node, A, B, s.type)
         mma = MmaTerms(self, s, A, B, C, label)
         self.checks.append(
             Check(
@@ -151,28 +150,6 @@ class ComputeMixin:
         self.demand.flow(out, C, spread)
         return out
 
-    def check_warp_holders(self, node, A, B, ctype):
-        """Tensor-core mma: every product's operands must be held in the warp of its c element
-        (else the product cannot be formed and the mma check would be vacuous)."""
-        ca, cb, cc = A.typ.coords.coord_table(), B.typ.coords.coord_table(), ctype.coords.coord_table()
-        Kt = A.typ.tile[1]
-        for w in range(self.T // 32):
-            lanes = slice(32 * w, 32 * w + 32)
-            ka, kb = {}, {}
-            for i, k in ca[lanes].reshape(-1, 2).tolist():
-                ka.setdefault(i, set()).add(k)
-            for k, j in cb[lanes].reshape(-1, 2).tolist():
-                kb.setdefault(j, set()).add(k)
-            rows = {i for i, ks in ka.items() if len(ks & set(range(Kt))) == Kt}
-            cols = {j for j, ks in kb.items() if len(ks & set(range(Kt))) == Kt}
-            for i, j in cc[lanes].reshape(-1, 2).tolist():
-                if i not in rows or j not in cols:
-                    what = f"row {i} of a" if i not in rows else f"column {j} of b"
-                    raise AnalysisError(
-                        f"mma at line {node.span.line}: warp {w} holds c[{i}, {j}] but not all of {what}: "
-                        "the operands are not the atom's fragments"
-                    )
-
 
 class MmaTerms:
     """The tags of `c + a @ b` (tiles a (M, K), b (K, N), c (M, N)) and its agreement checks.
@@ -188,16 +165,45 @@ class MmaTerms:
         self.Kt = A.typ.tile[1]
         self.K = an.K
         self.T = an.T
-        self.warp_level = s.op.atom != "fma"
+        self.plan = None
+        if s.op.atom != "fma":  # mma.sync: operands by register, through the atom's layouts
+            try:
+                self.plan = atoms.mma_plan(s.op.atom, A.typ, B.typ, s.type)
+            except ValueError as e:  # the front end refuses it; an IR built otherwise may have it
+                raise AnalysisError(f"mma at line {s.span.line}: {e}") from None
+            at = self.plan.atom
+            self.inv = {w: right_inverse(at.operand(w).layout) for w in "ab"}
 
-    def holder(self, S, ctx, inst, t, frag, want, tag):
-        """A (thread, value) of `frag` holding tile coordinate `want` (aux variables)."""
+    def register(self, S, t, v, k, which):
+        """The (thread, value) whose register mma.sync multiplies as operand `which` for the product
+        of step k of c's value (t, v): the c value's lane and register give its place in the atom's
+        C tile (i, j); k gives the k step (a plan lookup) and the place in the atom's A (i, k) or
+        B (k, j) tile, which the inverse of the operand layout turns into a lane and a register."""
+        at = self.plan.atom
+        lane = Z.band(t, bv(31))
+        base = Z.sub(t, lane)
+        Vc = at.c.values
+        gc, rc = Z.floordiv(v, bv(Vc)), Z.mod(v, bv(Vc))
+        ci, cj = at.c.coords(lane, rc, OPS)
+        ks, kk = Z.floordiv(k, bv(at.K)), Z.mod(k, bv(at.K))
+        group = bv(0)
+        idx = 0 if which == "a" else 1
+        for g, steps in self.plan.steps:
+            for step, pair in enumerate(steps):
+                group = Z.Ite(Z.And(Z.Eq(gc, bv(g)), Z.Eq(ks, bv(step))), bv(pair[idx]), group)
+        flat = Z.add(Z.mul(ci, bv(at.K)), kk) if which == "a" else Z.add(Z.mul(kk, bv(at.N)), cj)
+        pos = self.inv[which].apply(flat, OPS)
+        per = at.operand(which).values
+        return Z.bor(base, Z.band(pos, bv(31))), Z.add(Z.mul(group, bv(per)), Z.shr(pos, bv(5)))
+
+    def holder(self, S, ctx, inst, t, frag, want, tag, v=None, k=None):
+        """A (thread, value) of `frag` holding tile coordinate `want` (aux variables); for mma.sync
+        the register the instruction reads for c's value (t, v) at step k."""
+        if self.plan is not None:
+            th, vv = self.register(S, t, v, k, "a" if frag is self.A else "b")
+            return frag.tag(S, ctx, inst, th, vv), th, vv
         th = t
         cons = []
-        if self.warp_level:
-            th = S.var(f"{tag}.t")
-            cons.append(Z.Eq(Z.shr(th, bv(5)), Z.shr(t, bv(5))))
-            cons += [th >= 0, th < self.T]
         vv = S.var(f"{tag}.v")
         c = frag.typ.coords.coords(th, vv, OPS)
         cons += [vv >= 0, vv < frag.typ.values] + [Z.Eq(x, y) for x, y in zip(c, want, strict=True)]
@@ -209,8 +215,8 @@ class MmaTerms:
         its k components agree."""
         K = self.K
         i, j = self.s.type.coords.coords(t, v, OPS)
-        ta, tha, va = self.holder(S, ctx, inst, t, self.A, (i, k), "a")
-        tb, thb, vb = self.holder(S, ctx, inst, t, self.B, (k, j), "b")
+        ta, tha, va = self.holder(S, ctx, inst, t, self.A, (i, k), "a", v, k)
+        tb, thb, vb = self.holder(S, ctx, inst, t, self.B, (k, j), "b", v, k)
         a0, sa0 = ta.comp(0)
         a1, sa1 = ta.comp(1)
         b0, sb0 = tb.comp(0)
@@ -226,6 +232,8 @@ class MmaTerms:
             Z.Or(ta.taint, tb.taint),
         )
         kagree = Z.Or(ta.none, tb.none, sa1, sb0, Z.Eq(a1, b0))
+        if self.plan is not None:  # (kept only here: a live term changes how Z3 numbers later ones)
+            self.last_registers = (tha, va, thb, vb)
         return prod, kagree, ta, tb
 
     def tag(self, S, ctx, inst, t, v) -> TagVal:
@@ -242,10 +250,16 @@ class MmaTerms:
         dom = [k1 >= 0, k1 < self.Kt]
         i, j = self.s.type.coords.coords(t, v, OPS)
         if part == "k":
-            return self.check_k(S, ctx, inst, t, v, k1, dom)
-        if part in ("rows", "cols"):
-            return self.check_constant_along_k(S, ctx, inst, t, part, k1, dom, i, j)
-        return self.check_accumulator(S, ctx, inst, t, v, k1, dom)
+            r = self.check_k(S, ctx, inst, t, v, k1, dom)
+        elif part in ("rows", "cols"):
+            r = self.check_constant_along_k(S, ctx, inst, t, part, k1, dom, i, j, v)
+        else:
+            r = self.check_accumulator(S, ctx, inst, t, v, k1, dom)
+        if self.plan is not None and part in ("k", "acc"):  # the witness names lanes and registers
+            tha, va, thb, vb = self.last_registers
+            r["extra"].update({"lane": Z.mod(t, bv(32)), "c_register": v, "a_lane": Z.mod(tha, bv(32)),
+                               "a_register": va, "b_lane": Z.mod(thb, bv(32)), "b_register": vb})
+        return r
 
     def check_k(self, S, ctx, inst, t, v, k1, dom):
         p1, ag1, ta, tb = self.product(S, ctx, inst, t, v, k1)
@@ -257,14 +271,14 @@ class MmaTerms:
             "extra": {"k": k1},
         }
 
-    def check_constant_along_k(self, S, ctx, inst, t, part, k1, dom, i, j):
+    def check_constant_along_k(self, S, ctx, inst, t, part, k1, dom, i, j, v=None):
         k2 = S.var("k2")
         dom += [k2 >= 0, k2 < self.Kt]
         frag, comp = (self.A, 0) if part == "rows" else (self.B, 1)
         want1 = (i, k1) if part == "rows" else (k1, j)
         want2 = (i, k2) if part == "rows" else (k2, j)
-        x, _, _ = self.holder(S, ctx, inst, t, frag, want1, "x")
-        y, _, _ = self.holder(S, ctx, inst, t, frag, want2, "y")
+        x, _, _ = self.holder(S, ctx, inst, t, frag, want1, "x", v, k1)
+        y, _, _ = self.holder(S, ctx, inst, t, frag, want2, "y", v, k2)
         (vx, sx), (vy, sy) = x.comp(comp), y.comp(comp)
         live = Z.And(Z.Not(x.err), Z.Not(y.err))
         agree_c = Z.Or(x.none, y.none, sx, sy, Z.Eq(vx, vy))

@@ -222,8 +222,8 @@ class Coverage:
             elif isinstance(s, ir.SharedAlloc):
                 self.allocs[s.name] = s
                 self.shared[s.name] = {}
-            elif isinstance(s, ir.Store):
-                self.store(s, env, loop, active)
+            elif isinstance(s, (ir.Store, ir.Stmatrix)):
+                self.store(s.as_store() if isinstance(s, ir.Stmatrix) else s, env, loop, active)
             elif isinstance(s, ir.CopyAsync):
                 prov = self.load_global(s.src, s.tv, s.span, loop)
                 typ = ir.FragType("f32", s.tv)
@@ -446,9 +446,9 @@ class Coverage:
         return Prov(entries, src.axes, src.bad[srct])
 
     def mma(self, s: ir.Assign, op: ir.Mma, env) -> Prov:
-        if op.atom != "fma":
-            raise Unsupported(f"coverage through the {op.atom} tensor-core atom is not analysed yet", s.span)
         a, b, c = env[op.a], env[op.b], env[op.c]
+        if op.atom != "fma":
+            return self.mma_by_coordinate(s, op, a, b, c)
         ia, ib = ir.fma_pairing(self.frag_types[op.a], self.frag_types[op.b], s.type)  # [T, Vc, K]
         t = self.tid[:, None, None]
         entries = {}
@@ -467,6 +467,44 @@ class Coverage:
                 if key != kkey:
                     continue  # the row (column) of a (b): tags check it
                 add = e.counts[t, idx].sum(axis=2)  # [T, Vc, W]
+                prev = entries.get(key)
+                entries[key] = Entry("sum", add if prev is None else prev.counts + add)
+        axes = (a.axes[0] if a.axes else None, b.axes[1] if len(b.axes) > 1 else None)
+        return Prov(entries, axes, bad)
+
+    def mma_by_coordinate(self, s: ir.Assign, op: ir.Mma, a: Prov, b: Prov, c: Prov) -> Prov:
+        """A tensor-core mma computes c(i, j) += sum_k a(i, k) b(k, j) over the tiles, whichever
+        lanes hold the registers (the mma obligation proves the pairing). Counts are taken per
+        tile coordinate, which requires every holder of an operand element to agree on them."""
+        ta, tb = self.frag_types[op.a], self.frag_types[op.b]
+        cc = s.type.coords.coord_table()  # [T, Vc, 2]
+        entries = {key: Entry("sum", e.counts) for key, e in c.entries.items() if e.op in (None, "sum")}
+        bad = c.bad
+        for src in (a, b):  # an operand already wrong makes every product wrong (conservative)
+            if (src.bad >= 0).any():
+                bad = np.where(bad >= 0, bad, int(src.bad.max()))
+        for src, typ, kaxis in ((a, ta, 1), (b, tb, 0)):
+            coords = typ.coords.coord_table()
+            kkey = src.axes[kaxis] if kaxis < len(src.axes) else None
+            for key, e in src.entries.items():
+                if e.op is not None or key != kkey:
+                    if e.op is not None:
+                        bad = self.finish_all(s.span, {key: e}, bad)
+                    continue
+                K = typ.tile[kaxis]
+                other = typ.tile[1 - kaxis]
+                table = np.full((other, K, e.counts.shape[-1]), -1, COUNT)
+                for t in range(coords.shape[0]):
+                    for v in range(coords.shape[1]):
+                        r, k = (coords[t, v, 0], coords[t, v, 1]) if kaxis == 1 else (coords[t, v, 1], coords[t, v, 0])
+                        if table[r, k, 0] >= 0 and not np.array_equal(table[r, k], e.counts[t, v]):
+                            raise Unsupported(f"holders of one element of {op.a if kaxis == 1 else op.b} disagree on "
+                                              "what it holds", s.span)
+                        table[r, k] = e.counts[t, v]
+                if (table < 0).any():
+                    raise Unsupported("an element of an mma operand is held by no lane", s.span)
+                rows = cc[:, :, 0] if kaxis == 1 else cc[:, :, 1]
+                add = table[rows].sum(axis=2)  # [T, Vc, W]
                 prev = entries.get(key)
                 entries[key] = Entry("sum", add if prev is None else prev.counts + add)
         axes = (a.axes[0] if a.axes else None, b.axes[1] if len(b.axes) > 1 else None)
@@ -653,11 +691,11 @@ def _sources(body) -> dict:
             new = None
             if isinstance(s, ir.Assign):
                 op = s.op
-                if isinstance(op, ir.Load):
+                if isinstance(op, (ir.Load, ir.Ldmatrix)):
                     new = (s.name, {op.src.base} if op.src.space == "global" else set(src.get(op.src.base, ())))
                 else:
                     new = (s.name, set().union(*[src.get(n, set()) for n in _reads(s)]) if _reads(s) else set())
-            elif isinstance(s, ir.Store) and s.dst.space == "shared":
+            elif isinstance(s, (ir.Store, ir.Stmatrix)) and s.dst.space == "shared":
                 new = (s.dst.base, set(src.get(s.dst.base, set())) | src.get(s.value, set()))
             elif isinstance(s, ir.CopyAsync):
                 new = (s.dst.base, set(src.get(s.dst.base, set())) | {s.src.base})

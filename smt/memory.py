@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from argus_verify import ir
+from argus_verify import atoms, ir
 from argus_verify.smt import program as P
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
@@ -73,6 +73,11 @@ class MemoryMixin:
         if self.tensors[s.dst.base].output:
             self.out_stores.append((acc, frag))
 
+    def visit_Stmatrix(self, s: ir.Stmatrix, node, env):
+        """Every value lands at its own coordinate (the front end checked it): a store. (Bank
+        conflicts are counted as for a store of the fragment, not per 8x8 matrix.)"""
+        return self.visit_Store(s.as_store(), node, env)
+
     def visit_CopyAsync(self, s: ir.CopyAsync, node, env):
         dst = self.compile_view(s.dst, env)
         src = self.compile_view(s.src, env)
@@ -129,12 +134,22 @@ class MemoryMixin:
 
         return FragV(s.name, s.type, fn, label, loopdeps=ld, cfn=cfn)
 
-    def load_shared(self, s, node, env, label, ld) -> FragV:
+    def visit_Ldmatrix(self, op: ir.Ldmatrix, s, node, env, label, ld) -> FragV:
+        """Each lane's values carry the tags of the elements its type's coordinates name (the ISA's
+        ldmatrix layout over the supplied rows); bank conflicts are those of the row reads: 16
+        bytes per row address, one phase per 8x8 matrix."""
+        rows = atoms.ldmatrix_row_elements(op.rows)
+        return self.load_shared(s, node, env, label, ld, bank=(rows, 8), opname="ldmatrix")
+
+    def load_shared(self, s, node, env, label, ld, bank=None, opname="load") -> FragV:
         op = s.op
         view = self.compile_view(op.src, env)
         alloc = self.allocs[op.src.base]
         coords = s.type.coords
         rd = ShRead(node, alloc, view, coords, s.type.values, label, s.name)
+        if bank is not None:
+            rd.bank = ShRead(node, alloc, view, bank[0], bank[0].values, label, s.name)
+            rd.bank.vec = bank[1]
         self.sh_reads[alloc.name].append(rd)
 
         def fn(S, ctx, inst, t, v):
@@ -146,7 +161,7 @@ class MemoryMixin:
                 {L.var: inst.vals[L.var] for L in node.loops},
             )
             tg = self.resolve(S, ctx, rd, r_inst, t, e)
-            return tg.replace(trace=Tr(tg.trace, "load", s.span, value_label(label), (v, t)))
+            return tg.replace(trace=Tr(tg.trace, opname, s.span, value_label(label), (v, t)))
 
         return FragV(s.name, s.type, fn, label, loopdeps=ld)
 

@@ -106,8 +106,8 @@ class ReductionFlow:
                 env[s.name] = self.assign(s, env, loops)
             elif isinstance(s, ir.SharedAlloc):
                 self.allocs[s.name] = s
-            elif isinstance(s, ir.Store):
-                self.store(s, env)
+            elif isinstance(s, (ir.Store, ir.Stmatrix)):
+                self.store(s.as_store() if isinstance(s, ir.Stmatrix) else s, env)
             elif isinstance(s, ir.CopyAsync):
                 # cp.async zero-fills the elements its mask leaves out
                 rank = len(s.src.tile)
@@ -212,6 +212,8 @@ class ReductionFlow:
         rank = len(s.type.tile)
         if isinstance(op, ir.Load):
             return self.load(op, rank, loops, s.span)
+        if isinstance(op, ir.Ldmatrix):  # a shared-memory load with the ISA's lane layout
+            return self.load(ir.Load(op.src, op.rows, False), rank, loops, s.span)
         if isinstance(op, ir.Full):
             return Flow((None,) * rank, const=float(op.value), expr=("const", float(op.value)))
         if isinstance(op, ir.Elementwise):

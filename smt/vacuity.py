@@ -427,7 +427,7 @@ class _Divisions(Visitor, families=("statements",)):
         for e in _expressions(s):
             self.scan(e, env, path, guard)
 
-    visit_Assign = visit_Store = visit_CopyAsync = visit_Assert = visit_expressions
+    visit_Assign = visit_Store = visit_Stmatrix = visit_CopyAsync = visit_Assert = visit_expressions
 
     def visit_nothing(self, s, env, path, guard):
         pass

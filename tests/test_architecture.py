@@ -20,7 +20,8 @@ from argus_verify.visitor import Visitor
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("frontend", "smt", "lowering", "runtime", "planner")
 STAGE_FOLDERS = {s: ROOT / s for s in STAGES}
-CORE = ("ir", "layout", "diagnostics", "semantics", "visitor", "instructions", "printer", "reference", "thread_ir")
+CORE = ("ir", "layout", "diagnostics", "semantics", "visitor", "instructions", "printer", "reference", "thread_ir",
+        "atoms")
 
 
 def _imported_modules(path: Path) -> set[str]:

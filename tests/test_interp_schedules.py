@@ -25,7 +25,7 @@ BUGGY = SPECS / "buggy"
 RAGGED = {"M": 37, "N": 45, "K": 35}
 # the correct spec whose reference a buggy spec is wrong against
 CORRECT_OF = {"gemm": "gemm_simt", "transpose": "transpose_smem", "reduce": "reduce_sum", "softmax": "row_softmax",
-              "vecadd": "vecadd"}
+              "vecadd": "vecadd", "mma": "gemm_bf16_mma"}
 SYNC_BUGS = ("race", "uninitialised-read")
 
 

@@ -382,7 +382,15 @@ class Block:
                 pcs = {th.wait[1] for th in at}
                 if len(pcs) != 1:
                     raise PtxSimError(f"warp {w // 32}: lanes wait at different shuffles {sorted(pcs)}")
-                self.do_shfl(lanes)
+                op = self.p.code[at[0].wait[1]].op
+                if op.startswith("ldmatrix"):
+                    self.do_ldmatrix(lanes)
+                elif op.startswith("stmatrix"):
+                    self.do_stmatrix(lanes)
+                elif op.startswith("mma.sync"):
+                    self.do_mma(lanes)
+                else:
+                    self.do_shfl(lanes)
                 released = True
             elif at and any(th.done for th in lanes):
                 raise PtxSimError(f"warp {w // 32}: shfl.sync with exited lanes")
@@ -399,7 +407,7 @@ class Block:
                 th.pc += 1
                 continue
             op = ins.op
-            if op.startswith(("bar.sync", "shfl.sync")):
+            if op.startswith(("bar.sync", "shfl.sync", "ldmatrix", "stmatrix", "mma.sync")):
                 th.wait = ("bar" if op.startswith("bar") else "shfl", th.pc)
                 return
             if op.startswith("bra"):
@@ -422,6 +430,101 @@ class Block:
         out = [vals[shfl_source(mode, lane, self.val(th, b), self.val(th, c))] for lane, th in enumerate(lanes)]
         for th, v in zip(lanes, out, strict=True):
             self.set(th, d.split("|")[0], v, 32)
+            th.wait = None
+            th.pc += 1
+
+    # -- warp-level matrix instructions, by the PTX ISA's rules (groupID = lane >> 2,
+    # threadID_in_group = lane % 4), written here independently of argus_verify.atoms ----------
+    def do_ldmatrix(self, lanes: list) -> None:
+        """ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: lanes 8q..8q+7 address the rows of
+        matrix q (16 bytes each); lane l receives row l/4, columns 2(l%4), 2(l%4)+1 of each matrix
+        (with .trans: column l/4 of rows 2(l%4), 2(l%4)+1), the lower-numbered element in the low half."""
+        ins = self.p.code[lanes[0].wait[1]]
+        parts = ins.op.split(".")
+        count = int(next(p for p in parts if p in ("x1", "x2", "x4"))[1])
+        trans = "trans" in parts
+        regs = _reg_list(ins.args[0])
+        mats = []
+        for q in range(count):
+            rows = []
+            for r in range(8):
+                addr = self.addr(lanes[8 * q + r], ins.args[1])
+                if addr % 16:
+                    raise PtxSimError(f"misaligned ldmatrix row address {addr:#x}: {ins.text}")
+                rows.append(np.frombuffer(self._read("shared", addr, 16), dtype=np.uint16))
+            mats.append(np.stack(rows))
+        for lane, th in enumerate(lanes):
+            g, t = lane >> 2, lane % 4
+            for q, r in enumerate(regs):
+                m = mats[q]
+                lo, hi = (m[2 * t, g], m[2 * t + 1, g]) if trans else (m[g, 2 * t], m[g, 2 * t + 1])
+                self.set(th, r, int(lo) | int(hi) << 16, 32)
+            th.wait = None
+            th.pc += 1
+
+    def do_stmatrix(self, lanes: list) -> None:
+        """stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: the inverse of ldmatrix (lane l's
+        register q holds row l/4, columns 2(l%4), 2(l%4)+1 of matrix q, or with .trans column l/4 of
+        rows 2(l%4), 2(l%4)+1); lanes 8q..8q+7 address matrix q's rows."""
+        ins = self.p.code[lanes[0].wait[1]]
+        parts = ins.op.split(".")
+        count = int(next(p for p in parts if p in ("x1", "x2", "x4"))[1])
+        trans = "trans" in parts
+        regs = _reg_list(ins.args[1])
+        for q in range(count):
+            m = np.zeros((8, 8), dtype=np.uint16)
+            for lane, th in enumerate(lanes):
+                g, t = lane >> 2, lane % 4
+                w = self.val(th, regs[q])
+                lo, hi = w & 0xFFFF, w >> 16 & 0xFFFF
+                if trans:
+                    m[2 * t, g], m[2 * t + 1, g] = lo, hi
+                else:
+                    m[g, 2 * t], m[g, 2 * t + 1] = lo, hi
+            for r in range(8):
+                addr = self.addr(lanes[8 * q + r], ins.args[0])
+                if addr % 16:
+                    raise PtxSimError(f"misaligned stmatrix row address {addr:#x}: {ins.text}")
+                self._write("shared", addr, m[r].tobytes())
+        for th in lanes:
+            th.wait = None
+            th.pc += 1
+
+    def do_mma(self, lanes: list) -> None:
+        """mma.sync.aligned.m16n8k{16,8}.row.col.f32.{bf16,f16}.{bf16,f16}.f32 by the fragment
+        figures of the ISA; products exact, the sum rounded once to f32."""
+        ins = self.p.code[lanes[0].wait[1]]
+        parts = ins.op.split(".")
+        shape, ab, cd = parts[3], parts[7], parts[6]
+        if cd != "f32" or ab not in ("bf16", "f16") or shape not in ("m16n8k16", "m16n8k8"):
+            raise PtxSimError(f"unsupported mma: {ins.text}")
+        K = 16 if shape == "m16n8k16" else 8
+        d, a, b, c = (_reg_list(x) for x in ins.args[:4])
+
+        def half(bits: int) -> float:
+            if ab == "bf16":
+                return float(_f32(bits << 16))
+            return float(np.uint16(bits).view(np.float16))
+
+        A, B, C = np.zeros((16, K)), np.zeros((K, 8)), np.zeros((16, 8))
+        for lane, th in enumerate(lanes):
+            g, t = lane >> 2, lane % 4
+            av = [self.val(th, r) >> (16 * h) & 0xFFFF for r in a for h in (0, 1)]
+            bv = [self.val(th, r) >> (16 * h) & 0xFFFF for r in b for h in (0, 1)]
+            for i, x in enumerate(av):
+                row = g + 8 * ((i // 2) % 2) if K == 16 else g + 8 * (i // 2)
+                col = 2 * t + (i & 1) + (8 * (i // 4) if K == 16 else 0)
+                A[row, col] = half(x)
+            for i, x in enumerate(bv):
+                row = 2 * t + (i & 1) + (8 * (i // 2) if K == 16 else 0)
+                B[row, g] = half(x)
+            for i, r in enumerate(c):
+                C[g + 8 * (i // 2), 2 * t + (i & 1)] = float(_f32(self.val(th, r)))
+        D = (C + A @ B).astype(np.float32)
+        for lane, th in enumerate(lanes):
+            g, t = lane >> 2, lane % 4
+            for i, r in enumerate(d):
+                self.set(th, r, _bits32(D[g + 8 * (i // 2), 2 * t + (i & 1)]), 32)
             th.wait = None
             th.pc += 1
 

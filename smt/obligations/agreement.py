@@ -96,6 +96,10 @@ def agreement_violation(an, ck, res, span, seconds, terms) -> ObligationResult:
             path = trace_path(tg.trace, ev)
     if ck.kind == "mma" and "k" in detail:
         expl.append(f"product k = {detail['k']}: {ck.detail}")
+    if ck.kind == "mma" and "a_lane" in detail:
+        expl.append(f"mma.sync: lane {detail['lane']}'s accumulator value {detail['c_register']} takes, at k = "
+                    f"{detail['k']}, a value {detail['a_register']} of lane {detail['a_lane']} and b value "
+                    f"{detail['b_register']} of lane {detail['b_lane']}")
     return ObligationResult(
         "tag-assertion",
         "violated",

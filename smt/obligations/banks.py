@@ -56,7 +56,7 @@ def check_banks(an, timeout) -> list:
     out = []
     for name, info in an.allocs.items():
         for acc in an.sh_writes[name] + an.sh_reads[name]:
-            out.append(bank_conflict(an, info, acc, timeout))
+            out.append(bank_conflict(an, info, getattr(acc, "bank", None) or acc, timeout))
     return out
 
 
