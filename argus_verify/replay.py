@@ -35,6 +35,22 @@ def find_in_inputs(value: float, inputs: dict) -> str | None:
     return None
 
 
+def find_unique_in_inputs(value: float, inputs: dict) -> str | None:
+    """The input element equal to `value` when exactly one is (low-precision inputs such as bf16
+    repeat values: an ambiguous value names no element)."""
+    if not np.isfinite(value):
+        return None
+    found = []
+    for name, arr in inputs.items():
+        if not isinstance(arr, np.ndarray) or arr.dtype.kind != "f":
+            continue
+        hits = np.argwhere(arr == np.asarray(value, dtype=arr.dtype))
+        found += [f"{name}[{', '.join(str(int(i)) for i in h)}]" for h in hits[:2]]
+        if len(found) > 1:
+            return None
+    return found[0] if found else None
+
+
 def replay_one(kernel: ir.Kernel, result, path: str) -> dict:
     from argus_verify.runtime.interp import run
 
@@ -280,7 +296,7 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
             if name is None or claimed is None:
                 continue
             x = r.value(name, block, thread, value, loop, line)
-            source = find_in_inputs(x, r.arrays) if x is not None else None
+            source = find_unique_in_inputs(x, r.arrays) if x is not None else None
             if source is None:
                 continue
             real = _source_tag(kernel, source, {k: int(v) for k, v in w["sizes"].items()})
