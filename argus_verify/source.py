@@ -6,7 +6,8 @@ IR infers are comments. Checking the text again gives the same kernel (tests/tes
 from __future__ import annotations
 
 from argus_verify import ir
-from argus_verify.printer import fmt_iexpr, fmt_operand
+from argus_verify.layout import row_major
+from argus_verify.printer import fmt_cexpr, fmt_iexpr, fmt_operand
 from argus_verify.visitor import Visitor
 
 __all__ = ["format_source"]
@@ -67,6 +68,10 @@ class _Ops(Visitor, families=("fragment_ops",)):
     def visit_Mma(self, op: ir.Mma, t: ir.FragType) -> str:
         return f"mma({op.a}, {op.b}, {op.c}, atom={op.atom})"
 
+    def visit_Ldmatrix(self, op: ir.Ldmatrix, t: ir.FragType) -> str:
+        trans = ", trans=True" if op.trans else ""
+        return f"ldmatrix({fmt_view(op.src)}, x{op.count}, rows={op.rows}{trans})"
+
     def visit_Relabel(self, op: ir.Relabel, t: ir.FragType) -> str:
         if isinstance(t.coords, ir.Transposed):
             return f"transpose({op.arg})"
@@ -85,11 +90,17 @@ class _Statements(Visitor, families=("statements",)):
         return [f"{pad}{s.name} = {_OPS.visit(s.op, t)}  # {_tile(t.dtype, t.tile)}, {t.values} per thread"]
 
     def visit_SharedAlloc(self, s: ir.SharedAlloc, pad: str) -> list[str]:
-        return [f"{pad}{s.name} = shared({_tile(s.dtype, s.shape)}, layout={s.layout})"]
+        # the default layout is left implicit: written out, a rank-1 one would read back as a 1-tuple
+        given = "" if s.layout == row_major(tuple(s.shape)) else f", layout={s.layout}"
+        return [f"{pad}{s.name} = shared({_tile(s.dtype, s.shape)}{given})"]
 
     def visit_Store(self, s: ir.Store, pad: str) -> list[str]:
         extra = (", mask=True" if s.mask else "") + (f", where={fmt_iexpr(s.where)}" if s.where is not None else "")
         return [f"{pad}store({fmt_view(s.dst)}, {s.value}{extra})"]
+
+    def visit_Stmatrix(self, s: ir.Stmatrix, pad: str) -> list[str]:
+        trans = ", trans=True" if s.trans else ""
+        return [f"{pad}stmatrix({fmt_view(s.dst)}, {s.value}, x{s.count}, rows={s.rows}{trans})"]
 
     def visit_CopyAsync(self, s: ir.CopyAsync, pad: str) -> list[str]:
         return [f"{pad}copy_async({fmt_view(s.dst)}, {fmt_view(s.src)}, tv={s.tv}, vec={s.vec}"
@@ -128,20 +139,6 @@ def _block(body, pad: str) -> list[str]:
     return out or [f"{pad}pass"]
 
 
-def _cexpr(e) -> str:
-    if isinstance(e, ir.CElem):
-        return f"{e.tensor}[{', '.join(e.indices)}]"
-    if isinstance(e, ir.CReduce):
-        return f"{e.op}({_cexpr(e.body)} for {e.var})"
-    if isinstance(e, ir.CBin):
-        if e.op in ("+", "-", "*", "/"):
-            return f"({_cexpr(e.a)} {e.op} {_cexpr(e.b)})"
-        return f"{e.op}({_cexpr(e.a)}, {_cexpr(e.b)})"
-    if isinstance(e, ir.CUn):
-        return f"{e.op}({_cexpr(e.a)})"
-    return _float(e.value)
-
-
 def format_source(k: ir.Kernel) -> str:
     """`k` as `.arg` source text."""
     params, outputs = [], []
@@ -169,6 +166,6 @@ def format_source(k: ir.Kernel) -> str:
         comps = ", ".join(fmt_iexpr(c) for c in t.components) + ("," if len(t.components) == 1 else "")
         lines.append(f"{pad}tag {t.tensor}[{', '.join(t.index_vars)}] = ({comps}){' once' if t.once else ''}")
     for c in k.contracts:
-        lines.append(f"{pad}contract {c.tensor}[{', '.join(c.index_vars)}] = {_cexpr(c.expr)}")
+        lines.append(f"{pad}contract {c.tensor}[{', '.join(c.index_vars)}] = {fmt_cexpr(c.expr)}")
     lines += _block(k.body, pad)
     return "\n".join(lines) + "\n"

@@ -52,7 +52,7 @@ def test_load_reports_errors_with_their_place(tmp_path):
     bad.write_text(VECADD.read_text().replace("xs + ys", "xs + zs"))
     with pytest.raises(argus_verify.api.ArgusError) as info:
         argus_verify.load(bad)
-    assert info.value.span.line == 13 and "zs" in info.value.message
+    assert info.value.span.line == 14 and "zs" in info.value.message
 
 
 def test_call_numpy_in_the_interpreter():

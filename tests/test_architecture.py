@@ -65,6 +65,7 @@ def _all_visitors() -> list[type]:
         for info in pkgutil.walk_packages(pkg.__path__, f"argus_verify.{stage}."):
             importlib.import_module(info.name)
     importlib.import_module("argus_verify.printer")
+    importlib.import_module("argus_verify.source")  # `argus ir --source`: a printer too
     found, todo = [], list(Visitor.__subclasses__())
     while todo:
         cls = todo.pop()

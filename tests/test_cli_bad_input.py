@@ -102,7 +102,9 @@ def test_deepest_accepted_nesting_goes_through_every_stage(capsys, tmp_path):
             break
         n += 1
     assert n > MAX_NESTING // 2
-    path = kernel_file(tmp_path, VECADD.replace("xs + ys", " + ".join(["xs"] * n)),
+    text = VECADD.replace("xs + ys", " + ".join(["xs"] * n))
+    text = text.replace("contract out[i] = x[i] + y[i]", f"contract out[i] = {n} * x[i]")  # what it computes
+    path = kernel_file(tmp_path, text,
                        ref="SHAPES = {'N': 1000}\n\ndef reference(x, y):\n    return {'out': " + f"{n} * x" + "}\n")
     assert cli(capsys, "verify", path)[0] == 0
     assert cli(capsys, "compile", path, "--no-verify")[0] == 0
