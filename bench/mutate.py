@@ -43,7 +43,7 @@ import attrs
 import numpy as np
 from lark import Token, Tree
 
-from argus_verify import ir, smt
+from argus_verify import ir, semantics, smt
 from argus_verify.diagnostics import ArgusError, ArgusRuntimeError
 from argus_verify.frontend import compile_source, parse
 from argus_verify.reference import compute_reference, default_sizes, load_reference, make_inputs
@@ -460,8 +460,10 @@ def run_trial(kernel: ir.Kernel, ref, trial: Trial, seed: int) -> dict | None:
     sizes violate a `requires` (the caller skips the trial)."""
     inputs = make_inputs(kernel, trial.sizes, np.random.default_rng(seed), ref)
     if trial.inputs == "negative":
-        inputs = {k: -np.abs(v) - 1 if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
-                  for k, v in inputs.items()}
+        # rounded back to each tensor's dtype (bf16 inputs live in float32 arrays), as make_inputs does
+        dtypes = {t.name: t.dtype for t in kernel.tensors}
+        inputs = {k: semantics.round_to(-np.abs(v) - 1, dtypes.get(k, "f32"))
+                  if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v for k, v in inputs.items()}
     arrays = {n: v for n, v in inputs.items() if isinstance(v, np.ndarray)}
     scalars = {n: v for n, v in inputs.items() if not isinstance(v, np.ndarray)}
     extra = {"schedule": trial.schedule} if trial.schedule else {}
