@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CLASSES = ("both", "verifier-only", "warning-only", "false-proof", "neither", "error")
 OPERATORS = ("constant", "layout", "arith", "compare", "loop-bound", "cdiv", "mask", "where", "padding",
              "sync-dropped", "index-swap")
-SPEC_STATEMENTS = ("tag_decl", "requires_stmt", "tagfn_def", "tagfn_inline")  # the contract, not the code
+SPEC_STATEMENTS = ("tag_decl", "contract_decl", "requires_stmt", "tagfn_def", "tagfn_inline")  # the specification
 SYNC_CALLS = ("barrier", "wait", "commit")
 PADDINGS = ("0.0", "-inf", "inf", "1.0")
 EXTRA_SCHEDULES = ("reverse", "random:1", "random:2")  # if the interpreter does not list its own
