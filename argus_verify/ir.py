@@ -704,6 +704,30 @@ class Contract:
                 todo.append(e.a)
         return out
 
+    def reduced_dims(self) -> list:
+        """(operator, tensor, dimension) of every reduction, in order, each once:
+        `sum(A[i, k] * B[k, j] for k)` reduces A's dimension 1 and B's dimension 0 by sum."""
+        out = []
+        for red in self.reductions():
+            for elem in contract_elements(red.body):
+                for dim, var in enumerate(elem.indices):
+                    if var == red.var and (red.op, elem.tensor, dim) not in out:
+                        out.append((red.op, elem.tensor, dim))
+        return out
+
+
+def contract_elements(e) -> list:
+    """The input elements (CElem) a contract expression reads, left to right."""
+    if isinstance(e, CElem):
+        return [e]
+    if isinstance(e, CReduce):
+        return contract_elements(e.body)
+    if isinstance(e, CBin):
+        return contract_elements(e.a) + contract_elements(e.b)
+    if isinstance(e, CUn):
+        return contract_elements(e.a)
+    return []
+
 
 @attrs.frozen
 class TagFn:
@@ -789,6 +813,26 @@ def layout_offset(layout: LayoutLike, coords: tuple, ops):
     if isinstance(layout, ComposedLayout):
         off = layout.outer.apply(off, ops)
     return off
+
+
+def reduction_groups(src: FragType, result: FragType) -> np.ndarray:
+    """[T, V, V]: value w of a thread joins the group of its value v. Values of one thread that share
+    a coordinate of the argument are copies of one element and count once; values whose coordinates
+    differ only on the reduced axis form a group. (The interpreter reduces, and the verifier's
+    coverage counts, through these groups.)"""
+
+    def flat(typ):
+        c = typ.coords.coord_table()
+        if not c.shape[-1]:
+            return np.zeros(c.shape[:2], dtype=np.int64)
+        return np.ravel_multi_index(tuple(np.moveaxis(c, -1, 0)), typ.tile)
+
+    src_flat = flat(src)
+    first = np.zeros(src_flat.shape, dtype=bool)
+    for t in range(src_flat.shape[0]):
+        first[t, np.unique(src_flat[t], return_index=True)[1]] = True
+    res = flat(result)
+    return (res[:, :, None] == res[:, None, :]) & first[:, None, :]
 
 
 def fma_pairing(ta: FragType, tb: FragType, tc: FragType) -> tuple[np.ndarray, np.ndarray]:

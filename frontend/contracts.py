@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from lark import Tree
 
 from argus_verify import ir, semantics
+from argus_verify.frontend import header
 
 if TYPE_CHECKING:
     from argus_verify.frontend.builder import KernelBuilder
@@ -32,13 +33,7 @@ def contract_decl(b: KernelBuilder, n: Tree):
         raise b.err(name_tok, f"'{name}' is an input; a contract describes an output")
     if any(c.tensor == name for c in b.contracts):
         raise b.err(name_tok, f"output '{name}' has two contracts")
-    idx = [str(x) for x in names.children]
-    for i, x in enumerate(idx):
-        if x in idx[:i]:
-            raise b.err(names.children[i], f"index variable '{x}' appears twice in the contract of '{name}'")
-    if len(idx) != tp.rank:
-        raise b.err(names, f"output '{name}' has rank {tp.rank} but the contract binds {len(idx)} "
-                           f"index variable{'s' if len(idx) != 1 else ''}")
+    idx = header.index_variables(b, names, "contract", name, tp.rank)
     body = _expr(b, expr, set(idx))
     b.contracts.append(ir.Contract(name, tuple(idx), body, b.sp(n)))
 
@@ -104,7 +99,7 @@ def _reduction(b: KernelBuilder, n: Tree, bound: set) -> ir.CReduce:
     if var in bound:
         raise b.err(var_tok, f"'{var}' is already bound; a reduction needs a variable of its own")
     red = ir.CReduce(op, var, _expr(b, body, bound | {var}), b.sp(n))
-    if not any(var in e.indices for e in _elements(red.body)):
+    if not any(var in e.indices for e in ir.contract_elements(red.body)):
         raise b.err(var_tok, f"the reduction over '{var}' reads no element indexed by '{var}'")
     return red
 
@@ -124,18 +119,6 @@ def _call(b: KernelBuilder, n: Tree, bound: set) -> ir.CExpr:
         raise b.err(n, f"write a reduction as {name}(... for k)")
     raise b.err(fn, f"'{name}' is not a function of contracts (they use "
                     f"{', '.join(semantics.FLOAT_UNARY)}, and max/min of two values)")
-
-
-def _elements(e) -> list:
-    if isinstance(e, ir.CElem):
-        return [e]
-    if isinstance(e, ir.CReduce):
-        return _elements(e.body)
-    if isinstance(e, ir.CBin):
-        return _elements(e.a) + _elements(e.b)
-    if isinstance(e, ir.CUn):
-        return _elements(e.a)
-    return []
 
 
 def outside_contract(b: KernelBuilder, n: Tree):

@@ -176,13 +176,7 @@ def tag_decl(b: KernelBuilder, n: Tree):
         raise b.err(name_tok, f"'tag' names unknown tensor '{name}'")
     if any(t.tensor == name for t in b.tags):
         raise b.err(name_tok, f"tensor '{name}' is tagged twice")
-    idx = [str(x) for x in names.children]
-    for i, x in enumerate(idx):
-        if x in idx[:i]:
-            raise b.err(names.children[i], f"index variable '{x}' appears twice in the tag of '{name}'")
-    if len(idx) != tp.rank:
-        raise b.err(names, f"tensor '{name}' has rank {tp.rank} but the tag binds {len(idx)} "
-                           f"index variable{'s' if len(idx) != 1 else ''}")
+    idx = index_variables(b, names, "tag", name, tp.rank)
     if once is not None and not tp.output:
         raise b.err(once, "'once' applies to outputs only")
     b.scopes.append({i: IntVal(ir.IVar(i), True) for i in idx})
@@ -191,6 +185,19 @@ def tag_decl(b: KernelBuilder, n: Tree):
     finally:
         b.scopes.pop()
     b.tags.append(ir.TagDecl(name, tuple(idx), tuple(comps), once is not None, b.sp(n)))
+
+
+def index_variables(b: KernelBuilder, names, kind: str, tensor: str, rank: int) -> list:
+    """`[i, j]` of a `kind` ("tag", "contract") of `tensor`: distinct names, one per dimension."""
+    idx = [str(x) for x in names.children]
+    for i, x in enumerate(idx):
+        if x in idx[:i]:
+            raise b.err(names.children[i], f"index variable '{x}' appears twice in the {kind} of '{tensor}'")
+    if len(idx) != rank:
+        what = "tensor" if kind == "tag" else "output"
+        raise b.err(names, f"{what} '{tensor}' has rank {rank} but the {kind} binds {len(idx)} "
+                           f"index variable{'s' if len(idx) != 1 else ''}")
+    return idx
 
 
 def _tag_component(b: KernelBuilder, c) -> ir.IExpr:

@@ -10,14 +10,6 @@ import numpy as np
 from argus_verify import atoms, ir, semantics
 
 
-def flat_coords(typ: ir.FragType) -> np.ndarray:
-    """[T, V] row-major flat tile index of each value's coordinate."""
-    c = typ.coords.coord_table()
-    if not c.shape[-1]:
-        return np.zeros(c.shape[:2], dtype=np.int64)
-    return np.ravel_multi_index(tuple(np.moveaxis(c, -1, 0)), typ.tile)
-
-
 @functools.lru_cache(maxsize=256)
 def fma_pairing(ta: ir.FragType, tb: ir.FragType, tc: ir.FragType) -> tuple[np.ndarray, np.ndarray]:
     return ir.fma_pairing(ta, tb, tc)
@@ -30,15 +22,7 @@ def mma_plan(atom: str, ta: ir.FragType, tb: ir.FragType, tc: ir.FragType) -> at
 
 @functools.lru_cache(maxsize=256)
 def reduction_groups(src: ir.FragType, result: ir.FragType) -> np.ndarray:
-    """[T, V, V]: value w of a thread joins the group of its value v. Values of one thread that share
-    a coordinate of the argument are copies of one element and count once; values whose coordinates
-    differ only on the reduced axis form a group."""
-    src_flat = flat_coords(src)
-    first = np.zeros(src_flat.shape, dtype=bool)
-    for t in range(src_flat.shape[0]):
-        first[t, np.unique(src_flat[t], return_index=True)[1]] = True
-    flat = flat_coords(result)
-    return (flat[:, :, None] == flat[:, None, :]) & first[:, None, :]
+    return ir.reduction_groups(src, result)
 
 
 class ComputeOps:

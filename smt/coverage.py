@@ -415,7 +415,7 @@ class Coverage:
         return Prov(entries, axes, bad)
 
     def reduce(self, s: ir.Assign, op: ir.Reduce, src: Prov) -> Prov:
-        groups = _groups(self.frag_types[op.arg], s.type)  # [T, V, V]
+        groups = ir.reduction_groups(self.frag_types[op.arg], s.type)  # [T, V, V]
         axis_key = src.axes[op.axis] if op.axis < len(src.axes) else None
         bad = src.bad
         entries = {}
@@ -605,27 +605,8 @@ class Coverage:
 
 
 def _contract_keys(kernel: ir.Kernel) -> list:
-    keys = []
-    for c in kernel.contracts:
-        for red in c.reductions():
-            for elem in _elements(red.body):
-                for dim, var in enumerate(elem.indices):
-                    k = Key(elem.tensor, dim)
-                    if var == red.var and k not in keys:
-                        keys.append(k)
-    return keys
-
-
-def _elements(e):
-    if isinstance(e, ir.CElem):
-        yield e
-    elif isinstance(e, ir.CReduce):
-        yield from _elements(e.body)
-    elif isinstance(e, ir.CBin):
-        yield from _elements(e.a)
-        yield from _elements(e.b)
-    elif isinstance(e, ir.CUn):
-        yield from _elements(e.a)
+    keys = [Key(t, d) for c in kernel.contracts for _, t, d in c.reduced_dims()]
+    return list(dict.fromkeys(keys))
 
 
 def _affine_in(e: ir.IExpr, var: str, span) -> tuple[int, ir.IExpr]:
@@ -742,23 +723,6 @@ def _eval_threads(e: ir.IExpr, block: int, kernel: ir.Kernel):
         c = _eval_threads(e.cond, block, kernel)
         return np.where(c != 0, _eval_threads(e.a, block, kernel), _eval_threads(e.b, block, kernel))
     raise KeyError(type(e).__name__)
-
-
-def _groups(src: ir.FragType, result: ir.FragType) -> np.ndarray:
-    """[T, V, V] as the interpreter's reduction groups: values of a thread sharing a coordinate of
-    the argument are copies (counted once); those differing only on the reduced axis combine."""
-    def flat(typ):
-        c = typ.coords.coord_table()
-        if not c.shape[-1]:
-            return np.zeros(c.shape[:2], dtype=np.int64)
-        return np.ravel_multi_index(tuple(np.moveaxis(c, -1, 0)), typ.tile)
-
-    src_flat = flat(src)
-    first = np.zeros(src_flat.shape, dtype=bool)
-    for t in range(src_flat.shape[0]):
-        first[t, np.unique(src_flat[t], return_index=True)[1]] = True
-    res = flat(result)
-    return (res[:, :, None] == res[:, None, :]) & first[:, None, :]
 
 
 def _butterfly(counts: np.ndarray, lanes: int) -> np.ndarray:

@@ -390,27 +390,8 @@ def _literal(x: float) -> str:
 
 
 def contract_families(kernel: ir.Kernel, contract: ir.Contract) -> set:
-    """The (operator, Origin) reductions a contract names: `sum(A[i, k] * B[k, j] for k)` names a
-    sum along A's dimension 1 and B's dimension 0."""
-    out = set()
-    for red in contract.reductions():
-        for elem in _elements(red.body):
-            for dim, var in enumerate(elem.indices):
-                if var == red.var:
-                    out.add((red.op, Origin(elem.tensor, dim)))
-    return out
-
-
-def _elements(e):
-    if isinstance(e, ir.CElem):
-        yield e
-    elif isinstance(e, ir.CReduce):
-        yield from _elements(e.body)
-    elif isinstance(e, ir.CBin):
-        yield from _elements(e.a)
-        yield from _elements(e.b)
-    elif isinstance(e, ir.CUn):
-        yield from _elements(e.a)
+    """The (operator, Origin) reductions a contract names (`ir.Contract.reduced_dims`)."""
+    return {(op, Origin(t, d)) for op, t, d in contract.reduced_dims()}
 
 
 def check_expressions(kernel: ir.Kernel, flow: ReductionFlow, timeout_s: float) -> list:

@@ -83,8 +83,7 @@ def _coverage_results(kernel, timeout_s, shapes) -> list:
                                  detail={"reason": f"{e.reason} (line {where.line})"})]
     out = []
     for contract in kernel.contracts:
-        keys = [k for k in cov.keys if any(k.tensor == e.tensor for r in contract.reductions()
-                                           for e in _elems(r.body))]
+        keys = [k for k in cov.keys if any(k.tensor == t for _, t, _ in contract.reduced_dims())]
         bad = [cov.problems[i] for i in dict.fromkeys(cov.reported)]
         for p in bad[:1]:
             out.append(_problem(kernel, contract, cov, p))
@@ -180,15 +179,3 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes) -> 
 
 def _truth(x):
     return x != 0 if not z3.is_bool(x) else x
-
-
-def _elems(e):
-    if isinstance(e, ir.CElem):
-        yield e
-    elif isinstance(e, ir.CReduce):
-        yield from _elems(e.body)
-    elif isinstance(e, (ir.CBin,)):
-        yield from _elems(e.a)
-        yield from _elems(e.b)
-    elif isinstance(e, ir.CUn):
-        yield from _elems(e.a)
