@@ -601,10 +601,20 @@ def collect(files: list[str], operators: tuple) -> tuple[list[Mutant], dict]:
 
 
 def run_study(mutants: list[Mutant], baselines: dict, args) -> list[dict]:
-    tasks = [(m, baselines[m.spec], args.timeout, args.mutant_timeout, args.seed) for m in mutants]
+    """Evaluate the mutants in worker processes, one JSON line per mutant as it finishes. With
+    --resume the records already in OUT/mutants.jsonl are kept and their mutants skipped; with
+    --deadline the study stops taking mutants after that many seconds (the report says how many ran)."""
+    path = args.out / "mutants.jsonl"
     records = []
-    out = (args.out / "mutants.jsonl").open("w")
+    if args.resume and path.exists():
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    done = {r["mutant"] for r in records}
+    todo = [m for m in mutants if m.name not in done]
+    print(f"{len(done)} mutants already evaluated, {len(todo)} to go", flush=True)
+    tasks = [(m, baselines[m.spec], args.timeout, args.mutant_timeout, args.seed) for m in todo]
+    out = path.open("a" if args.resume else "w")
     ctx = multiprocessing.get_context("fork")
+    t0 = time.time()
     with ctx.Pool(args.jobs, maxtasksperchild=20) as pool:
         for i, rec in enumerate(pool.imap_unordered(_evaluate_task, tasks), 1):
             records.append(rec)
@@ -612,6 +622,10 @@ def run_study(mutants: list[Mutant], baselines: dict, args) -> list[dict]:
             out.flush()
             if rec["class"] in ("false-proof", "error") or i % 25 == 0:
                 print(f"[{i}/{len(tasks)}] {rec['mutant']} {rec['class']}: {rec['description']}", flush=True)
+            if args.deadline and time.time() - t0 > args.deadline:
+                print(f"deadline of {args.deadline:g} s reached after {i} of {len(tasks)} mutants", flush=True)
+                pool.terminate()
+                break
     out.close()
     return sorted(records, key=lambda r: (r["spec"], int(r["mutant"].rsplit("#", 1)[1])))
 
@@ -696,6 +710,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/argus_mutation"))
     ap.add_argument("--timeout", type=float, default=5.0, help="solver time limit per query (s)")
     ap.add_argument("--mutant-timeout", type=float, default=120.0, help="time limit per mutant (s)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the records in OUT/mutants.jsonl and evaluate only the mutants not in it")
+    ap.add_argument("--deadline", type=float, help="stop taking new mutants after this many seconds")
     ap.add_argument("--operators", default=",".join(OPERATORS), help="comma-separated subset of: " +
                     ", ".join(OPERATORS))
     args = ap.parse_args(argv)
@@ -716,6 +733,8 @@ def main(argv=None) -> int:
     text = report(records, counts, baselines)
     text += f"\n\n{len(records)} mutants in {time.time() - t0:.0f} s (jobs={args.jobs}, seed={args.seed}" + \
         (f", sample {args.sample}" if args.sample is not None else "") + ")"
+    if len(records) < len(mutants):
+        text += f"\nPARTIAL: {len(records)} of {len(mutants)} type-checked mutants evaluated (rerun with --resume)"
     (args.out / "report.txt").write_text(text + "\n")
     summary = {"classes": Counter(r["class"] for r in records), "per_spec": counts, "evaluated": len(records)}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
