@@ -174,6 +174,35 @@ def is_false(b) -> bool:
     return _bool_value(b) == -1
 
 
+# --- terms straight through the C API -------------------------------------------------------------
+# z3py's operators coerce the sorts of both sides on every call (several C calls each); the
+# builders here make the very same terms, for operands of the sort the current encoding uses, and
+# leave anything else to z3py. Query building makes tens of thousands of these terms.
+
+_BV, _AR = z3.BitVecRef, z3.ArithRef
+
+
+def _same_kind(a, b) -> bool:
+    cls = _BV if MODE == "bv" else _AR
+    return isinstance(a, cls) and isinstance(b, cls)
+
+
+def _mk_binary(bv_mk, int_mk, a, b, result):
+    """The term (a op b): bv_mk(ctx, a, b) in bit-vectors, int_mk(ctx, 2, [a, b]) in integers."""
+    ctx = a.ctx
+    if MODE == "bv":
+        return result(bv_mk(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
+    arr = (z3.Ast * 2)()
+    arr[0], arr[1] = a.as_ast(), b.as_ast()
+    return result(int_mk(ctx.ref(), 2, arr), ctx)
+
+
+def _cmp(bv_mk, int_mk, a, b):
+    ctx = a.ctx
+    mk = bv_mk if MODE == "bv" else int_mk
+    return z3.BoolRef(mk(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
+
+
 # --- Boolean helpers that fold constants, so static facts stay visible to Python ----------------
 
 
@@ -185,6 +214,16 @@ def _flat(args):
         else:
             out.append(a)
     return out
+
+
+def _mk_nary(mk, res):
+    """z3.And / z3.Or over Boolean terms of the main context, straight through the C API: the
+    same term z3py builds, without its per-argument sort coercion (a hot path of query building)."""
+    ctx = res[0].ctx
+    arr = (z3.Ast * len(res))()
+    for i, a in enumerate(res):
+        arr[i] = a.as_ast()
+    return z3.BoolRef(mk(ctx.ref(), len(res), arr), ctx)
 
 
 def And(*args):
@@ -200,7 +239,7 @@ def And(*args):
         return TRUE
     if len(res) == 1:
         return res[0]
-    return z3.And(*res)
+    return _mk_nary(z3.Z3_mk_and, res)
 
 
 def Or(*args):
@@ -216,7 +255,7 @@ def Or(*args):
         return FALSE
     if len(res) == 1:
         return res[0]
-    return z3.Or(*res)
+    return _mk_nary(z3.Z3_mk_or, res)
 
 
 def Not(a):
@@ -225,7 +264,7 @@ def Not(a):
         return FALSE
     if bvv == -1:
         return TRUE
-    return z3.Not(a)
+    return z3.BoolRef(z3.Z3_mk_not(a.ctx_ref(), a.as_ast()), a.ctx)
 
 
 def Implies(a, b):
@@ -244,12 +283,20 @@ def Ite(c, a, b):
         b = bv(b)
     if a.eq(b):
         return a
-    if z3.is_bool(a):
-        if z3.is_true(a) and z3.is_false(b):
+    if isinstance(a, z3.BoolRef):
+        va, vb = _bool_value(a), _bool_value(b)
+        if va == 1 and vb == -1:
             return c
-        if z3.is_false(a) and z3.is_true(b):
-            return z3.Not(c)
-    return z3.If(c, a, b)
+        if va == -1 and vb == 1:
+            return Not(c)
+    if isinstance(a, z3.BoolRef) and isinstance(b, z3.BoolRef):
+        result = z3.BoolRef
+    elif _same_kind(a, b):
+        result = _BV if MODE == "bv" else _AR  # never a numeral class: an ite is no numeral
+    else:
+        return z3.If(c, a, b)
+    ctx = a.ctx
+    return result(z3.Z3_mk_ite(ctx.ref(), c.as_ast(), a.as_ast(), b.as_ast()), ctx)
 
 
 def Eq(a, b):
@@ -258,7 +305,10 @@ def Eq(a, b):
         return z3.BoolVal(ca == cb)
     if not isinstance(a, int) and not isinstance(b, int) and a.eq(b):
         return TRUE
-    return _t(a) == _t(b)
+    a, b = _t(a), _t(b)
+    if _same_kind(a, b):
+        return z3.BoolRef(z3.Z3_mk_eq(a.ctx_ref(), a.as_ast(), b.as_ast()), a.ctx)
+    return a == b
 
 
 def Ne(a, b):
@@ -269,14 +319,20 @@ def Lt(a, b):
     ca, cb = const_value(a), const_value(b)
     if ca is not None and cb is not None:
         return z3.BoolVal(ca < cb)
-    return _t(a) < _t(b)
+    a, b = _t(a), _t(b)
+    if _same_kind(a, b):
+        return _cmp(z3.Z3_mk_bvslt, z3.Z3_mk_lt, a, b)
+    return a < b
 
 
 def Le(a, b):
     ca, cb = const_value(a), const_value(b)
     if ca is not None and cb is not None:
         return z3.BoolVal(ca <= cb)
-    return _t(a) <= _t(b)
+    a, b = _t(a), _t(b)
+    if _same_kind(a, b):
+        return _cmp(z3.Z3_mk_bvsle, z3.Z3_mk_le, a, b)
+    return a <= b
 
 
 def b2i(b):
@@ -311,7 +367,10 @@ def add(a, b):
         return _t(b)
     if cb == 0:
         return _t(a)
-    return _t(a) + _t(b)
+    a, b = _t(a), _t(b)
+    if _same_kind(a, b):
+        return _mk_binary(z3.Z3_mk_bvadd, z3.Z3_mk_add, a, b, _BV if MODE == "bv" else _AR)
+    return a + b
 
 
 def sub(a, b):
@@ -320,7 +379,10 @@ def sub(a, b):
         return bv(ca - cb)
     if cb == 0:
         return _t(a)
-    return _t(a) - _t(b)
+    a, b = _t(a), _t(b)
+    if _same_kind(a, b):
+        return _mk_binary(z3.Z3_mk_bvsub, z3.Z3_mk_sub, a, b, _BV if MODE == "bv" else _AR)
+    return a - b
 
 
 def mul(a, b):
@@ -333,7 +395,10 @@ def mul(a, b):
         return _t(b)
     if cb == 1:
         return _t(a)
-    return _t(a) * _t(b)
+    a, b = _t(a), _t(b)
+    if _same_kind(a, b):
+        return _mk_binary(z3.Z3_mk_bvmul, z3.Z3_mk_mul, a, b, _BV if MODE == "bv" else _AR)
+    return a * b
 
 
 def floordiv(a, b):
