@@ -227,8 +227,11 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
     tag-assertion,       every operand the witness names whose value is a copy of an input
     output-contract      element holds an element with the claimed tag
 
+    race,                the result at the witness's sizes depends on the schedule the interpreter
+    output-once (twice)  runs warps and threads in (shown, not pinned to the witness's two accesses)
+
     Returns {"status": reproduced | not-reproduced | unchecked, "text"}. Unchecked: nothing in
-    the witness can be checked by running the kernel (races, double writes, computed values)."""
+    the witness can be checked by running the kernel (computed values, a race no schedule shows)."""
     w = _witness_fields(result)
     ob = getattr(result, "obligation", "?")
     line = getattr(getattr(result, "location", None), "line", None)
@@ -311,7 +314,40 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
         if checked:
             return out(REPRODUCED, "; ".join(checked))
         return out(UNCHECKED, "no operand value is a copy of an input element")
+    if ob == "race" or (ob == "output-once" and "thread" not in w and "threads" in w):
+        return _schedule_dependence(kernel, w, path, out)
     return out(UNCHECKED, f"{ob} witnesses are not replayed")
+
+
+def _schedule_dependence(kernel: ir.Kernel, w: dict, path: str | None, out) -> dict:
+    """A race (or two threads writing one element) is shown concretely when the kernel's result at
+    the witness's sizes changes with the order in which the interpreter runs warps and threads
+    (runtime/schedules.py): lockstep against each adversarial schedule, on the same inputs. The
+    same result under every schedule proves nothing either way (the racing values may be equal,
+    or no schedule tried hits the window): unchecked, never 'not reproduced'."""
+    from argus_verify.runtime.interp import SCHEDULES
+
+    base = _Run(kernel, w, path)
+    if not base.ok or base.fault is not None:
+        return out(UNCHECKED, "the interpreter cannot run these sizes")
+    for schedule in SCHEDULES:
+        if schedule == "lockstep":
+            continue
+        r = _Run(kernel, w, path, schedule)
+        if not r.ok:
+            continue
+        if r.fault is not None:
+            return out(REPRODUCED, f"under the {schedule} schedule the run faults: {r.fault}")
+        for name, got in r.outputs.items():
+            want = base.outputs.get(name)
+            if want is None or np.array_equal(np.asarray(got), np.asarray(want), equal_nan=True):
+                continue
+            diff = np.argwhere(~((got == want) | (np.isnan(got) & np.isnan(want))))
+            at = tuple(int(i) for i in diff[0])
+            return out(REPRODUCED, f"the result depends on the schedule: {name}{list(at)} is {float(want[at]):.6g} "
+                                   f"in lockstep and {float(got[at]):.6g} under {schedule} "
+                                   f"({len(diff)} elements differ)")
+    return out(UNCHECKED, f"the same result under {len(SCHEDULES)} schedules at these sizes")
 
 
 def reproduce_all(kernel: ir.Kernel, report, path: str | None = None) -> list[dict]:
