@@ -179,10 +179,24 @@ def _obligations(kernel, timeout_s, shapes, want, jobs) -> tuple[list, list]:
                 )
             ]
 
-    parts = _parallel(run_step, todo, jobs) if jobs > 1 and len(todo) > 1 else None
+    parts = _parallel(run_step, todo, jobs) if jobs > 1 and len(todo) > 1 and _worth_forking(kernel) else None
     if parts is None:
         parts = {i: run_step(i) for i in todo}
     return [r for i in todo for r in parts[i]], list(dict.fromkeys(an.notes))
+
+
+def _worth_forking(kernel) -> bool:
+    """Forked workers pay for themselves only where the steps are long: kernels that read shared
+    memory written inside a loop (pipelines, k-loops), whose reads resolve to many candidate
+    writes. Elsewhere the whole verification takes less than the fork, and on a 2-core machine
+    (measured: vecadd, reduce_sum, row_softmax, gemm_simt) running the steps here is faster."""
+    return any(isinstance(s, ir.For) and any(isinstance(x, (ir.CopyAsync, ir.Store)) and
+                                             _writes_shared(x) for x in ir.walk_stmts(s.body))
+               for s in ir.walk_stmts(kernel.body))
+
+
+def _writes_shared(stmt) -> bool:
+    return isinstance(stmt, ir.CopyAsync) or stmt.dst.space == "shared"
 
 
 _WORK = None  # the step function of the verification being run in forked workers
