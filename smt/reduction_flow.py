@@ -39,9 +39,17 @@ class Flow:
 
     axes: tuple  # per tile axis: Origin | None
     families: frozenset = frozenset()  # {(op, Origin)}
-    padding: tuple = ()  # ((Origin, value | None), ...): value None = unknown
+    padding: tuple = ()  # ((Origin, value | (values, ...) | None), ...): a tuple = one of those, None = unknown
     const: float | None = None  # the value of a constant fragment
     expr: object = None  # what it computes (smt/contract_expr.py); None: not followed
+    # per tile axis, every input dimension that runs along it (the operands of `a * b` each bring
+    # theirs): a reduction along the axis combines the padding of all of them, not only `axes`'s
+    aligned: tuple = ()
+
+    def along(self, axis: int) -> frozenset:
+        mine = self.aligned[axis] if axis < len(self.aligned) else frozenset()
+        first = self.axes[axis] if axis < len(self.axes) else None
+        return mine | ({first} if first is not None else set())
 
     def pad(self, origin) -> tuple[bool, float | None]:
         for o, v in self.padding:
@@ -224,8 +232,10 @@ class ReductionFlow:
             return self.mma(s, env[op.a], env[op.b], env[op.c])
         if isinstance(op, ir.Relabel):
             src = env[op.arg]
-            axes = tuple(reversed(src.axes)) if isinstance(s.type.coords, ir.Transposed) else (None,) * rank
-            return attrs.evolve(src, axes=axes)
+            if isinstance(s.type.coords, ir.Transposed):
+                return attrs.evolve(src, axes=tuple(reversed(src.axes)),
+                                    aligned=tuple(reversed([src.along(i) for i in range(len(src.axes))])))
+            return attrs.evolve(src, axes=(None,) * rank, aligned=())
         if isinstance(op, ir.Cast):
             return env[op.arg]
         if isinstance(op, ir.Shuffle):
@@ -241,12 +251,13 @@ class ReductionFlow:
                 return Flow((None,) * rank)  # expr None: read before any write the pass saw
             dims = view.tile_axes()
             axes = tuple(held.axes[d] if d < len(held.axes) else None for d in dims)
-            return attrs.evolve(held, axes=axes)
+            return attrs.evolve(held, axes=axes, aligned=tuple(held.along(d) if d < len(held.axes) else frozenset()
+                                                               for d in dims))
         axes = tuple(Origin(view.base, d) for d in view.tile_axes())
         padding = tuple((o, float(op.other)) for o in axes) if op.mask else ()
         for o in axes if op.mask and span is not None else ():
             self.pad_sites.setdefault((o, float(op.other)), span)  # where a padding value comes from
-        return Flow(axes, padding=padding, expr=("elem", view.base))
+        return Flow(axes, padding=padding, expr=("elem", view.base), aligned=tuple(frozenset({o}) for o in axes))
 
     def elementwise(self, s, op: ir.Elementwise, env, rank) -> Flow:
         flows = [env[a] if isinstance(a, str) else None for a in op.args]
@@ -264,7 +275,9 @@ class ReductionFlow:
             expr = X.combine(op.op, *terms)
         else:
             expr = X.unary(op.op, terms[0]) if terms else None
-        return Flow(axes, families, self.padding_through(op.op, flows, consts), const, expr)
+        aligned = tuple(frozenset().union(*[f.along(i) for f in frags if len(f.axes) == len(axes)])
+                        for i in range(len(axes)))
+        return Flow(axes, families, self.padding_through(op.op, flows, consts), const, expr, aligned)
 
     def padding_through(self, opname, flows, consts) -> tuple:
         """Padded elements pushed through an elementwise op: other operands are their own padding,
@@ -285,7 +298,8 @@ class ReductionFlow:
                 padded, v = f.pad(origin)
                 if padded and v is None:
                     unknown = True
-                choices.append([v] if padded else ([f.const] if f.const is not None else list(_FINITE_SAMPLES)))
+                choices.append(list(_values(v)) if padded else
+                               ([f.const] if f.const is not None else list(_FINITE_SAMPLES)))
             if unknown:
                 out.append((origin, None))
                 continue
@@ -297,22 +311,25 @@ class ReductionFlow:
 
     def reduce(self, s, op: ir.Reduce, src: Flow) -> Flow:
         origin = src.axes[op.axis] if op.axis < len(src.axes) else None
+        reduced = src.along(op.axis) if op.axis < len(src.axes) else frozenset()
         families = set(src.families)
         if origin is not None:
             families.add((op.op, origin))
-            padded, value = src.pad(origin)
-            identity = semantics.REDUCE_OPS[op.op].identity
-            if padded and (value is None or value != identity):
-                what = "an unknown value" if value is None else f"{value:g}"
-                site = self.pad_sites.get((origin, value), s.span)
+        identity = semantics.REDUCE_OPS[op.op].identity
+        for o in sorted(reduced, key=lambda o: (o != origin, o.tensor, o.dim)):
+            padded, value = src.pad(o)
+            if padded and (value is None or any(x != identity for x in _values(value))):
+                what = _fmt([value])
+                site = self.pad_sites.get((o, value), s.span)
                 self.report("padding", site,
-                            f"reduce_{op.op} (line {s.span.line}) combines elements of {origin.tensor} beyond its "
-                            f"dimension {origin.dim} that this masked load pads with {what}, not the identity of "
+                            f"reduce_{op.op} (line {s.span.line}) combines elements of {o.tensor} beyond its "
+                            f"dimension {o.dim} that this masked load pads with {what}, not the identity of "
                             f"{op.op} ({identity:g})",
                             f"pad with other={_literal(identity)} in the masked load, or keep padded elements out "
                             "of the reduction", value=value, identity=identity)
-        padding = tuple((o, v) for o, v in src.padding if o != origin)
-        return Flow(src.axes, frozenset(families), padding, expr=X.reduction(op.op, src.expr))
+                break
+        padding = tuple((o, v) for o, v in src.padding if o not in reduced)
+        return Flow(src.axes, frozenset(families), padding, expr=X.reduction(op.op, src.expr), aligned=src.aligned)
 
     def mma(self, s, a: Flow, b: Flow, c: Flow) -> Flow:
         ka = a.axes[1] if len(a.axes) > 1 else None
@@ -321,20 +338,26 @@ class ReductionFlow:
         for origin in (ka, kb):
             if origin is not None:
                 families.add(("sum", origin))
-        # a padded product a * b along k is the identity of the sum only when one side pads 0
-        pa, va = a.pad(ka) if ka is not None else (False, None)
-        pb, vb = b.pad(kb) if kb is not None else (False, None)
-        if (pa or pb) and not ((pa and va == 0.0) or (pb and vb == 0.0)):
+        # Past the end of k the padded products must be the sum's identity. The pass does not know
+        # that A's and B's padding fall on the same k (their extents and offsets may differ), so
+        # each padded value must vanish against any finite operand: only 0 does (-inf * 0 is NaN).
+        k_a = a.along(1) if len(a.axes) > 1 else frozenset()
+        k_b = b.along(0) if b.axes else frozenset()
+        pads_a = [x for o in k_a for p, v in [a.pad(o)] if p for x in (_values(v) or (None,))]
+        pads_b = [x for o in k_b for p, v in [b.pad(o)] if p for x in (_values(v) or (None,))]
+        if any(v is None or v != 0.0 for v in pads_a + pads_b):
+            padded = f"past the end of k, A pads {_fmt(pads_a)} and B pads {_fmt(pads_b)}"
             self.report("padding", s.span,
-                        "mma multiplies masked-load padding along k that is not 0: the padded products do not "
-                        "vanish from the sum", "pad both operands' masked loads with other=0.0",
-                        value_a=va, value_b=vb)
+                        f"mma multiplies masked-load padding along k that is not 0 ({padded}): the padded "
+                        "products need not vanish from the sum", "pad both operands' masked loads with other=0.0",
+                        padded=padded)
         axes = (a.axes[0] if a.axes else None, b.axes[1] if len(b.axes) > 1 else None)
-        padding = tuple((o, v) for o, v in (a.padding + b.padding) if o not in (ka, kb))
+        padding = tuple((o, v) for o, v in (a.padding + b.padding) if o not in k_a | k_b)
         product = None if a.expr is None or b.expr is None else ("red", "sum", ("bin", "*", X.unlane(a.expr),
                                                                                X.unlane(b.expr)))
         expr = X.combine("+", c.expr, product)
-        return Flow(axes, frozenset(families), padding, expr=expr)
+        aligned = (a.along(0) if a.axes else frozenset(), b.along(1) if len(b.axes) > 1 else frozenset())
+        return Flow(axes, frozenset(families), padding, expr=expr, aligned=aligned)
 
     # -- stores ----------------------------------------------------------------------------------
     def store_shared(self, dst: ir.View, flow: Flow):
@@ -342,10 +365,12 @@ class ReductionFlow:
         alloc = self.allocs.get(dst.base)
         rank = len(alloc.shape) if alloc is not None else len(dst.index)
         axes = [None] * rank
+        aligned = [frozenset()] * rank
         for tile_axis, dim in enumerate(dst.tile_axes()):
             if tile_axis < len(flow.axes):
                 axes[dim] = flow.axes[tile_axis]
-        new = attrs.evolve(flow, axes=tuple(axes))
+                aligned[dim] = flow.along(tile_axis)
+        new = attrs.evolve(flow, axes=tuple(axes), aligned=tuple(aligned))
         old = self.shared.get(dst.base)
         self.shared[dst.base] = new if old is None else _join(old, new)
 
@@ -361,17 +386,35 @@ class ReductionFlow:
             self.outputs.append((s, flow))
 
 
+def _values(v) -> tuple | None:
+    """The padding values an entry allows (None: unknown)."""
+    return None if v is None else v if isinstance(v, tuple) else (v,)
+
+
+def _fmt(values) -> str:
+    if not values:
+        return "nothing"
+    out = []
+    for v in values:
+        vs = _values(v)
+        out.append("an unknown value" if vs is None else " or ".join(f"{x:g}" for x in vs))
+    return ", ".join(out)
+
+
 def _join(a: Flow, b: Flow) -> Flow:
     axes = tuple(x if x == y else None for x, y in zip(a.axes, b.axes, strict=False)) if a.axes != b.axes else a.axes
     pads = dict(a.padding)
     for o, v in b.padding:
         if o in pads and pads[o] != v:
-            pads[o] = None
+            # writers padding differently: one of their values (a single value stays a float)
+            both = None if pads[o] is None or v is None else sorted(set(_values(pads[o]) + _values(v)))
+            pads[o] = None if both is None else tuple(both)
         else:
             pads.setdefault(o, v)
     const = a.const if a.const == b.const else None
     expr = a.expr if a.expr == b.expr else None
-    return Flow(axes, a.families | b.families, tuple(pads.items()), const, expr)
+    aligned = tuple(a.along(i) | b.along(i) for i in range(len(axes)))
+    return Flow(axes, a.families | b.families, tuple(pads.items()), const, expr, aligned)
 
 
 def _product(choices):

@@ -121,6 +121,8 @@ def format_witness(w: dict) -> str:
         parts.append(f"warp {w['warp']}")
     if "value" in w and "thread" not in w:
         parts.append(f"value {w['value']}")
+    if "padded" in w:
+        parts.append(w["padded"])
     if "thread" in w:
         parts.append(format_thread(w["thread"]))
     if "lanes" in w:

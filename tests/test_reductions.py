@@ -169,3 +169,47 @@ def test_a_generator_outside_a_contract_is_an_error():
     text = rowsum(value="sum(s for k)")
     with pytest.raises(ArgusTypeError, match="belongs to contracts"):
         compile_source(text, "k.arg")
+
+
+ROWDOT = """
+kernel rowdot<COLS=128, ROWS=16>(x: f32[M, N], y: f32[M, N]) -> out: f32[M]:
+    requires N <= COLS
+    grid(cdiv(M, ROWS))
+    block(16 * ROWS)
+    tag x[i, j] = (i, j)
+    tag y[i, j] = (i, j)
+    tag out[i] = (i,) once
+    contract out[i] = sum(x[i, j] * y[i, j] for j)
+    r0 = block_id.x * ROWS
+    xs = load(x[r0 : r0 + ROWS, 0 : COLS], tv=((16, ROWS), (4, COLS // 64)):((4, COLS), (1, 64)), mask=True{px})
+    ys = load(y[r0 : r0 + ROWS, 0 : COLS], tv=((16, ROWS), (4, COLS // 64)):((4, COLS), (1, 64)), mask=True{py})
+    s = reduce_sum(xs * ys, axis=1, scope=warp, lanes=0b01111)
+    store(out[r0 : r0 + ROWS], reshape(s, ROWS), mask=True, where=lane_id % 16 == 0)
+"""
+
+
+@pytest.mark.parametrize("px,py,want", [
+    ("", "", "proved"),  # 0 * 0
+    (", other=-inf", "", "violated"),  # -inf * 0 = NaN
+    ("", ", other=-inf", "violated"),  # the second operand's padding: once missed (only x's was checked)
+    (", other=2.0", ", other=3.0", "violated"),
+])
+def test_padding_of_every_operand_along_the_reduced_axis_is_checked(px, py, want):
+    """A reduction of x * y combines the padding of both operands (each its own input dimension
+    along the reduced axis), and IEEE products: -inf * 0 is NaN, never the sum's identity."""
+    v = verdicts(ROWDOT.format(px=px, py=py))
+    assert status(v["padding"]) == {want}
+
+
+@pytest.mark.parametrize("pa,want", [("", "proved"), (", other=-inf", "violated"), (", other=1.0", "violated")])
+def test_mma_padding_products_must_vanish(pa, want):
+    """The SIMT GEMM with its A tile padded with pa (B with 0): past K the products are pa * 0, NaN
+    for -inf (a false proof of the mutation study). Padding 1.0 is flagged too: the pass does not
+    know that both operands' padding falls on the same k, and 1.0 * x is not 0 for every x."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "specs" / "gemm_simt.arg").read_text()
+    old = "(1, 256 * min(4, BM * BK // 256))), mask=True)"
+    assert text.count(old) == 1
+    v = verdicts(text.replace(old, old[:-1] + pa + ")"))
+    assert status(v["padding"]) == {want}
