@@ -677,6 +677,64 @@ def kill_groups(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# Why the verifier rejects a mutant whose results the interpreter finds right (checked in this order)
+EXPLANATIONS = {
+    "assertion": "the mutation changed an `assert` line: the kernel computes what it did, and the "
+                 "verifier rejects the now-false claim (the interpreter does not evaluate tag claims)",
+    "performance": "only bank-conflict / uncoalesced findings: an access pattern the spec's policy forbids; "
+                   "the values are right",
+    "same-value writes": "race / output-once where several threads store the same value (a guard that picked "
+                         "one writer was changed): a data race by CUDA's rules, invisible in the values",
+    "dead reads": "uninitialised-read of shared elements that no thread wrote, in lanes whose values the masked "
+                  "store then drops",
+    "solver limit": "only unknowns: the solver gave up or the analysis could not follow the mutant; never a proof",
+    "contract findings": "coverage / operator / contract violations the trials do not show: each one is "
+                         "explained by hand in VERIFICATION.md (sizes or values the trials miss, or a check "
+                         "stricter than the values)",
+}
+
+
+def explain(record: dict, source_lines: list[str]) -> str:
+    """The category (a key of EXPLANATIONS) of a verifier-only kill, or 'unexplained'."""
+    v = record["verifier"] or {}
+    findings = v.get("findings") or []
+    obligations = {f["obligation"] for f in findings if f["status"] == "violated"}
+    line = source_lines[record["line"] - 1].strip() if 0 < record["line"] <= len(source_lines) else ""
+    if line.startswith("assert"):
+        return "assertion"
+    if findings and all(f["status"] == "unknown" for f in findings):
+        return "solver limit"
+    if obligations and obligations <= {"bank-conflict", "uncoalesced"}:
+        return "performance"
+    if obligations and obligations <= {"race", "output-once"}:
+        return "same-value writes"
+    if obligations and obligations <= {"uninitialised-read"}:
+        return "dead reads"
+    if obligations & {"reduction-coverage", "reduction-operator", "output-contract", "tag-assertion", "padding"}:
+        return "contract findings"
+    return "unexplained"
+
+
+def explained(records: list[dict]) -> str:
+    sources: dict = {}
+    groups = defaultdict(list)
+    for r in records:
+        if r["class"] != "verifier-only":
+            continue
+        if r["spec"] not in sources:
+            sources[r["spec"]] = (ROOT / r["spec"]).read_text().splitlines()
+        groups[explain(r, sources[r["spec"]])].append(r)
+    lines = []
+    for key in list(EXPLANATIONS) + ["unexplained"]:
+        rs = groups.get(key)
+        if rs:
+            lines.append(f"{len(rs):4d}  {key}: {EXPLANATIONS.get(key, 'look at these one by one')}\n"
+                         f"      e.g. {rs[0]['mutant']} {rs[0]['description']}")
+            if key in ("unexplained", "contract findings"):
+                lines += [f"      {r['mutant']} {r['description']}" for r in rs[1:]]
+    return "\n".join(lines) or "none"
+
+
 def false_proofs(records: list[dict]) -> str:
     out = []
     for r in records:
@@ -695,6 +753,7 @@ def report(records: list[dict], counts: dict, baselines: dict) -> str:
     parts = ["Originals:"] + [f"  {Path(b.spec).name}: verify {b.verify_status}, interpreter {b.interpreter_status} "
                               f"({len(b.trials)} trials)" for b in baselines.values()]
     parts += ["", tables(records, counts), "", by_operator(records), "", "False proofs:", false_proofs(records),
+              "", "Verifier-only kills explained:", explained(records),
               "", "Verifier-only and warning-only kills by cause:", kill_groups(records) or "none", "",
               f"Errors: {len(errors)}"] + errors
     return "\n".join(parts)
