@@ -243,7 +243,9 @@ def evaluate(req: dict) -> dict:
     except ArgusError as e:
         return _fail("check", "check-error", format_error(e))
     result: dict = {"kernel": kernel.name}
-    if req.get("verify", True):
+    if req.get("verified") is not None:  # the CPU phase verified this text already (LocalExecutor, two phases)
+        result.update(req["verified"])
+    elif req.get("verify", True):
         from argus_verify import smt
 
         report = smt.verify(kernel, timeout_s=float(req.get("verify_timeout_s", 10.0)), jobs=1)
@@ -261,6 +263,10 @@ def evaluate(req: dict) -> dict:
     bad = _task_sizes_admitted(kernel, req["task"])
     if bad:
         return _fail("run", "wrong", bad, **result)
+    if req.get("phase") == "verify":  # the CPU phase ends here; the GPU phase runs the rest
+        result.update(stage="verify", verdict="verified", feedback="verified; the numerical test is next",
+                      reward=0.0, verify_seconds=round(time.perf_counter() - t0, 3))
+        return result
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -323,15 +329,33 @@ class InProcessExecutor:
 class LocalExecutor:
     """Evaluates candidates in subprocesses: one worker slot per GPU found (CUDA_VISIBLE_DEVICES set
     to that GPU), one slot without a GPU. Each evaluation gets `timeout_s` of wall-clock time and,
-    without a GPU, `memory_mb` of address space; a hang or crash is that candidate's verdict."""
+    without a GPU, `memory_mb` of address space; a hang or crash is that candidate's verdict.
 
-    def __init__(self, timeout_s: float = 300.0, memory_mb: int | None = 4096, gpus: int | None = None):
+    With a GPU and `cpu_workers` > 1, evaluation has two phases: the front end and the verifier run
+    first in up to `cpu_workers` processes at once that see no GPU (each with the memory limit), and
+    only the candidates they pass go on to the GPU slots, where the numerical test and the bench run
+    one candidate per GPU at a time, so timings never overlap. `map` may be called from several
+    threads at once (several tasks in flight); the two pools are shared."""
+
+    def __init__(self, timeout_s: float = 300.0, memory_mb: int | None = 4096, gpus: int | None = None,
+                 cpu_workers: int | None = None):
         self.gpus = gpu_count() if gpus is None else gpus
-        self.slots = max(1, self.gpus)
         self.timeout_s = timeout_s
+        self.cpu_memory_mb = memory_mb
         self.memory_mb = memory_mb if self.gpus == 0 else None  # CUDA reserves huge address ranges
-        self._pool = cf.ThreadPoolExecutor(max_workers=self.slots)
-        self._free = list(range(self.slots))
+        if cpu_workers is None:
+            cpu_workers = max(1, (os.cpu_count() or 1) - 1) if self.gpus else 1
+        self.cpu_workers = max(1, int(cpu_workers)) if self.gpus else 1
+        # the offline policy proposes this many candidates at a time: one per GPU, or one per CPU
+        # worker when verification runs apart (each GPU then takes them in turn)
+        self.slots = max(1, self.gpus, self.cpu_workers if self.two_phase else 1)
+        self._pool = cf.ThreadPoolExecutor(max_workers=max(1, self.gpus))
+        self._cpu_pool = cf.ThreadPoolExecutor(max_workers=self.cpu_workers) if self.two_phase else None
+        self._free = list(range(max(1, self.gpus)))
+
+    @property
+    def two_phase(self) -> bool:
+        return bool(self.gpus) and self.cpu_workers > 1
 
     @property
     def backend(self) -> str:
@@ -344,11 +368,28 @@ class LocalExecutor:
         finally:
             self._free.append(slot)
 
+    def _verify_one(self, req: dict) -> dict:
+        return run_isolated({**req, "phase": "verify"}, self.timeout_s, self.cpu_memory_mb, gpu=-1)
+
+    def _gpu_one(self, req: dict, first: dict) -> dict:
+        if first.get("verdict") != "verified":
+            return first
+        carried = {k: first[k] for k in ("verification", "warnings") if k in first}
+        res = self._run_one({**req, "verified": carried})
+        res["verify_seconds"] = first.get("verify_seconds")
+        res["gpu_seconds"] = res.get("wall_seconds", res.get("seconds"))
+        return res
+
     def map(self, reqs: list[dict]) -> list[dict]:
-        return list(self._pool.map(self._run_one, reqs))
+        if not self.two_phase:
+            return list(self._pool.map(self._run_one, reqs))
+        firsts = list(self._cpu_pool.map(self._verify_one, reqs))
+        return list(self._pool.map(self._gpu_one, reqs, firsts))
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        if self._cpu_pool is not None:
+            self._cpu_pool.shutdown(wait=True)
 
 
 # imported once by the fork server, so that each evaluation process starts warm (a fork, not a fresh
@@ -384,8 +425,8 @@ def _child(req: dict, conn, memory_mb: int | None, gpu: int | None, log_path: st
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    if gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    if gpu is not None:  # -1: no GPU at all (the CPU verification phase)
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu) if gpu >= 0 else ""
     if memory_mb:
         b = _vm_bytes() + int(memory_mb) * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (b, b))

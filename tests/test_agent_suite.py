@@ -1,0 +1,98 @@
+"""The suite run that fits a device budget: verification in parallel on the CPU before any GPU time,
+GPU work one candidate at a time, the candidate budget exact when the policy proposes in batches,
+a deadline that ends runs resumable, and a folder of tasks in flight at once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from argus_verify.agent_eval import InProcessExecutor, LocalExecutor
+from argus_verify.cli import main
+from argus_verify.planner.loop import Budget, Loop, OfflinePolicy
+from argus_verify.planner.rundir import RunDir
+from argus_verify.planner.tasks import check_plan, read_task
+
+ROOT = Path(__file__).resolve().parents[1]
+RELU = ROOT / "tasks" / "level1" / "09_relu.py"
+TRANSPOSE = ROOT / "tasks" / "level1" / "27_transpose.py"
+
+RELU_KERNEL = """kernel relu<BLOCK=1024>(x: f32[M, N]) -> out: f32[M, N]:
+    grid(cdiv(N, BLOCK), M)
+    block(256)
+    tag x[i, j] = (i, j)
+    tag out[i, j] = (i, j) once
+    r = block_id.y
+    c0 = block_id.x * BLOCK
+    xs = load(x[r : r + 1, c0 : c0 + BLOCK], tv=(256, 4):(4, 1), mask=True)
+    store(out[r : r + 1, c0 : c0 + BLOCK], {value}, mask=True)
+"""
+
+
+def test_two_phases_verify_on_the_cpu_and_only_verified_candidates_reach_the_gpu_slot():
+    pytest.importorskip("torch")
+    # a "GPU" executor on a machine without one: the second phase runs the interpreter, which is
+    # what the requests ask for, so the split between the phases is what this test sees
+    ex = LocalExecutor(timeout_s=120, gpus=1, cpu_workers=2)
+    try:
+        assert ex.two_phase and ex.slots == 2
+        checks = check_plan(read_task(RELU), "interp")
+        reqs = [{"source": RELU_KERNEL.format(value=v), "task": str(RELU), "checks": checks, "backend": "interp"}
+                for v in ("max(xs, 0.0)", "zeros(f32[1, BLOCK], tv=(256, 4):(4, 1))", "max(xs, 0.0) +")]
+        good, zeros, broken = ex.map(reqs)
+    finally:
+        ex.close()
+    assert good["verdict"] == "pass" and good["verification"]["proved"] > 0
+    assert good["verify_seconds"] > 0 and good["gpu_seconds"] > 0
+    assert zeros["verdict"] == "violated" and "[output-contract]" in zeros["feedback"]
+    assert broken["verdict"] == "check-error" and "^" in broken["feedback"]
+    for r in (zeros, broken):  # refused in the first phase: no second-phase time at all
+        assert "gpu_seconds" not in r and "runs" not in r
+
+
+def test_the_candidate_budget_is_exact_when_candidates_come_in_batches(tmp_path):
+    pytest.importorskip("torch")
+    t = read_task(RELU)
+
+    class Wide(InProcessExecutor):
+        slots = 3
+
+    rd = RunDir.create(tmp_path / "run", RELU, {"policy": "offline"})
+    summary = Loop(rd, t, OfflinePolicy(t, t.declared_ops), Wide(), Budget(iterations=4)).run_loop()
+    cands = rd.candidates()
+    assert summary["candidates"] == 4 and len(cands) == 4
+    assert [c["iteration"] for c in cands] == [1, 1, 1, 2]  # a batch of three, then the one left
+
+
+def test_a_passed_deadline_proposes_nothing_and_resume_goes_on(tmp_path):
+    t = read_task(TRANSPOSE)
+    rd = RunDir.create(tmp_path / "run", TRANSPOSE, {"policy": "offline"})
+    summary = Loop(rd, t, OfflinePolicy(t, t.declared_ops), InProcessExecutor(), Budget(iterations=2),
+                   deadline=0.0).run_loop()
+    assert summary["candidates"] == 0 and "deadline" in summary["reason"]
+    pytest.importorskip("torch")
+    summary = Loop(rd, t, OfflinePolicy(t, t.declared_ops), InProcessExecutor(), Budget(iterations=1)).run_loop()
+    assert summary["candidates"] == 1 and summary["status"] == "solved"
+
+
+def test_a_folder_with_tasks_in_flight_at_once_and_a_deadline(tmp_path, capsys):
+    pytest.importorskip("torch")
+    src = tmp_path / "tasks" / "level1"
+    src.mkdir(parents=True)
+    for f in (RELU, TRANSPOSE, ROOT / "tasks" / "level1" / "26_cumsum.py"):
+        (src / f.name).write_text(f.read_text())
+    out = tmp_path / "runs"
+    # a deadline already passed: every run directory is made, none proposes anything
+    assert main(["agent", "run", str(src.parent), "--out", str(out), "--iterations", "1", "--jobs", "3",
+                 "--deadline", "0", "--json"]) == 1
+    first = json.loads(capsys.readouterr().out)
+    assert [s["status"] for s in first] == ["unsolved", "not-expressible", "unsolved"]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["level1-09_relu", "level1-26_cumsum",
+                                                                   "level1-27_transpose"]
+    # resumed with tasks in flight at once, each gets its candidate
+    assert main(["agent", "resume", str(out), "--jobs", "3", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert [s["status"] for s in second] == ["solved", "not-expressible", "solved"]
+    assert [s["candidates"] for s in second] == [1, 0, 1]
