@@ -352,6 +352,12 @@ class LocalExecutor:
         self._pool = cf.ThreadPoolExecutor(max_workers=max(1, self.gpus))
         self._cpu_pool = cf.ThreadPoolExecutor(max_workers=self.cpu_workers) if self.two_phase else None
         self._free = list(range(max(1, self.gpus)))
+        # time.time() after which no evaluation starts on a GPU: such a candidate's result is None (not
+        # evaluated), so the run directory keeps it pending and `resume` evaluates it
+        self.deadline: float | None = None
+
+    def _late(self) -> bool:
+        return self.deadline is not None and time.time() >= self.deadline
 
     @property
     def two_phase(self) -> bool:
@@ -361,7 +367,9 @@ class LocalExecutor:
     def backend(self) -> str:
         return "cuda" if self.gpus else "interp"
 
-    def _run_one(self, req: dict) -> dict:
+    def _run_one(self, req: dict) -> dict | None:
+        if self._late() and self.gpus:
+            return None
         slot = self._free.pop()
         try:
             return run_isolated(req, self.timeout_s, self.memory_mb, gpu=slot if self.gpus else None)
@@ -376,11 +384,13 @@ class LocalExecutor:
             return first
         carried = {k: first[k] for k in ("verification", "warnings") if k in first}
         res = self._run_one({**req, "verified": carried})
+        if res is None:
+            return None
         res["verify_seconds"] = first.get("verify_seconds")
         res["gpu_seconds"] = res.get("wall_seconds", res.get("seconds"))
         return res
 
-    def map(self, reqs: list[dict]) -> list[dict]:
+    def map(self, reqs: list[dict]) -> list[dict | None]:
         if not self.two_phase:
             return list(self._pool.map(self._run_one, reqs))
         firsts = list(self._cpu_pool.map(self._verify_one, reqs))

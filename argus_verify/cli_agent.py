@@ -79,6 +79,7 @@ def add_parser(sub) -> None:
                           epilog="example:\n  argus agent report runs/level1",
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument("run", help="the run directory (or a folder of them)")
+    rep.add_argument("--no-plots", action="store_true", help="the Markdown only (no matplotlib, much faster)")
     rep.add_argument("--json", action="store_true", help="print the report's path as JSON")
 
 
@@ -169,7 +170,7 @@ def cmd_agent(args) -> int:
         raise AgentUsageError("argus agent needs an action: run, resume or report (argus agent --help)")
     if args.agent_command == "report":
         try:
-            path = write_report(args.run)
+            path = write_report(args.run, plots=not args.no_plots)
         except FileNotFoundError as e:
             raise AgentUsageError(str(e)) from None
         print(json.dumps({"report": str(path)}) if args.json else f"wrote {path}")
@@ -212,6 +213,8 @@ def cmd_agent(args) -> int:
             work.append((rd, config))
         root = Path(args.run)
     executor = _executor(work[0][1])
+    if hasattr(executor, "deadline"):
+        executor.deadline = deadline
     try:
         if jobs == 1:
             summaries = [_run_task(rd, config, executor, log, deadline) for rd, config in work]

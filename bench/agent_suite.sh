@@ -29,26 +29,31 @@ jobs=$(( cores > 4 ? cores - 2 : 2 ))
 echo "== commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') $(date -u +%FT%TZ) cores $cores budget ${budget}s"
 timeout 20 nvidia-smi -L
 common=(--jobs "$jobs" --cpu-workers $(( cores > 2 ? cores - 1 : 1 )) --candidate-timeout 60 --time 900)
+# pass 1: one candidate per task (the template's default configuration), breadth first, so every
+# task gets its first GPU check before any task gets its second
+d=$(( $(left) - 35 ))
 if [ -f "$resume" ]; then
     tar -xzf "$resume" -C "$work"
-    echo "== resumed from $resume: $(ls "$run" | wc -l) run directories"
-else
-    # first pass: one candidate per task (breadth first), so every task gets its first GPU check early
-    d=$(( $(left) - 45 ))
-    echo "== pass 1: one candidate per task, deadline ${d}s"
-    timeout $(( d + 30 )) python3 -m argus_verify agent run tasks --out "$run" --iterations 1 --deadline "$d" \
+    echo "== resumed from $resume: $(ls "$run"/*/run.json | wc -l) run directories"
+    echo "== pass 1 (resumed): one candidate per task, deadline ${d}s"
+    timeout -k 5 $(( d + 22 )) python3 -m argus_verify agent resume "$run" --iterations 1 --deadline "$d" \
         "${common[@]}" >> "$out/agent_run.log" 2>&1
-    echo "exit $?"
+else
+    echo "== pass 1: one candidate per task, deadline ${d}s"
+    timeout -k 5 $(( d + 22 )) python3 -m argus_verify agent run tasks --out "$run" --iterations 1 --deadline "$d" \
+        "${common[@]}" >> "$out/agent_run.log" 2>&1
 fi
-d=$(( $(left) - 45 ))
+echo "exit $?"
+d=$(( $(left) - 35 ))
 if [ "$d" -gt 10 ]; then
     echo "== pass 2: up to $iters candidates per task, deadline ${d}s"
-    timeout $(( d + 30 )) python3 -m argus_verify agent resume "$run" --iterations "$iters" --deadline "$d" \
+    timeout -k 5 $(( d + 22 )) python3 -m argus_verify agent resume "$run" --iterations "$iters" --deadline "$d" \
         "${common[@]}" >> "$out/agent_run.log" 2>&1
     echo "exit $?"
 fi
-timeout 60 python3 -m argus_verify agent report "$run" >> "$out/agent_run.log" 2>&1
-tar -czf "$out/agent_run.tar.gz" -C "$work" agent_run
+tar -czf "$out/agent_run.tar.gz" -C "$work" agent_run  # first: the run directory is what matters
+# the Markdown only (plots take ~20 s: `argus agent report RUN` makes them from the archive later)
+timeout 15 python3 -m argus_verify agent report "$run" --no-plots >> "$out/agent_run.log" 2>&1
 cp "$run/report.md" "$out/report.md" 2>/dev/null
 cp "$run/summary.json" "$out/summary.json" 2>/dev/null
 # one line per evaluated candidate: task, id, verdict, verify seconds (CPU), GPU seconds, speed-up

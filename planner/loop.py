@@ -173,6 +173,9 @@ class Loop:
         todo = [c for c in cands if c["source"] is not None]
         results = self.evaluator.map([self._request(c["source"]) for c in todo]) if todo else []
         for c, r in zip(todo, results, strict=True):
+            if r is None:  # the executor's deadline passed before its GPU time: pending, resume evaluates it
+                self.log(f"  [{self.task.name}] candidate {c['id']}: not evaluated before the deadline (pending)")
+                continue
             self._record(c, r)
         for c in cands:
             if c["source"] is None:

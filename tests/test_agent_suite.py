@@ -96,3 +96,23 @@ def test_a_folder_with_tasks_in_flight_at_once_and_a_deadline(tmp_path, capsys):
     second = json.loads(capsys.readouterr().out)
     assert [s["status"] for s in second] == ["solved", "not-expressible", "solved"]
     assert [s["candidates"] for s in second] == [1, 0, 1]
+
+
+def test_past_the_deadline_no_gpu_time_starts_and_the_candidate_stays_pending(tmp_path):
+    pytest.importorskip("torch")
+    t = read_task(RELU)
+    ex = LocalExecutor(timeout_s=120, gpus=1, cpu_workers=2)
+    ex.deadline = 0.0
+    rd = RunDir.create(tmp_path / "run", RELU, {"policy": "offline"})
+    try:
+        checks = check_plan(t, "interp")
+        late, refused = ex.map([{"source": RELU_KERNEL.format(value=v), "task": str(RELU), "checks": checks,
+                                 "backend": "interp"} for v in ("max(xs, 0.0)", "max(xs, 0.0) +")])
+        assert late is None and refused["verdict"] == "check-error"  # the refusal needs no GPU time
+        Loop(rd, t, OfflinePolicy(t, t.declared_ops), ex, Budget(iterations=1), backend="interp").run_loop()
+    finally:
+        ex.close()
+    (cand,) = rd.candidates()
+    assert cand["result"] is None  # pending: `resume` evaluates it
+    summary = Loop(rd, t, OfflinePolicy(t, t.declared_ops), InProcessExecutor(), Budget(iterations=1)).run_loop()
+    assert summary["status"] == "solved" and summary["candidates"] == 1
