@@ -41,21 +41,51 @@ def _fail(stage: str, verdict: str, feedback: str, **more) -> dict:
     return {"stage": stage, "verdict": verdict, "feedback": feedback, "reward": 0.0, **more}
 
 
-def bind_sizes(kernel, arrays: dict) -> dict:
-    """The kernel's size values from the shapes of the arrays given for its inputs."""
+def bind_sizes(kernel, arrays: dict, out_shape: tuple | None = None) -> dict:
+    """The kernel's size values from the shapes of the arrays given for its inputs, then (for a size
+    only the output names, such as a pooled length) from the reference output's shape."""
     from argus_verify import ir
 
     sizes: dict = {}
-    for t in kernel.inputs:
-        shape = arrays[t.name].shape
+    pairs = [(t, arrays[t.name].shape, "input", "the task passes") for t in kernel.inputs]
+    if out_shape is not None:
+        pairs.append((kernel.outputs[0], tuple(out_shape), "output", "the reference returns"))
+    for t, shape, role, whose in pairs:
         if len(shape) != len(t.shape):
-            raise ValueError(f"input {t.name} is declared with {len(t.shape)} dimensions but the task passes "
+            raise ValueError(f"{role} {t.name} is declared with {len(t.shape)} dimensions but {whose} "
                              f"a {len(shape)}-D tensor of shape {tuple(shape)}")
         for dim, actual in zip(t.shape, shape, strict=True):
             if isinstance(dim, ir.IVar):
                 if sizes.setdefault(dim.name, int(actual)) != int(actual):
-                    raise ValueError(f"size {dim.name} is {sizes[dim.name]} by one input and {actual} by {t.name}")
+                    raise ValueError(f"size {dim.name} is {sizes[dim.name]} by one tensor and {actual} by {t.name}")
     return sizes
+
+
+def _output_sizes_unbound(kernel) -> bool:
+    from argus_verify import ir
+
+    bound = {d.name for t in kernel.inputs for d in t.shape if isinstance(d, ir.IVar)}
+    return any(isinstance(d, ir.IVar) and d.name not in bound for t in kernel.outputs for d in t.shape)
+
+
+def _output_shape(task_path: str, sizes: dict | None = None) -> tuple | None:
+    """The shape of the task's output at `sizes` (its own without), from the Model run on meta
+    tensors (no data, no time); None without torch or when the model cannot run on meta tensors."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    from argus_verify.planner.tasks import load_module, read_task
+
+    task = read_task(task_path)
+    try:
+        mod = load_module(task_path, sizes)
+        shapes = task.shapes_at({**task.sizes, **(sizes or {})})
+        with torch.no_grad():
+            out = mod.Model(*mod.get_init_inputs())(*[torch.empty(s, device="meta") for s in shapes])
+        return tuple(out.shape)
+    except Exception:
+        return None
 
 
 def _degenerate(out: np.ndarray, ref: np.ndarray) -> str | None:
@@ -92,7 +122,7 @@ def _check_run(kernel, task_path: str, sizes: dict, seed: int, backend: str) -> 
               for t, a in zip(kernel.inputs, tensors, strict=True)}
     before = {n: a.copy() for n, a in arrays.items()}
     try:
-        ksizes = bind_sizes(kernel, arrays)
+        ksizes = bind_sizes(kernel, arrays, ref.shape)
     except ValueError as e:
         return {"ok": False, "why": str(e)}
     for req_ok, why in _requires(kernel, ksizes):
@@ -170,9 +200,12 @@ def _task_sizes_admitted(kernel, task_path: str) -> str | None:
     if len(shapes) != len(kernel.inputs):
         return (f"the task passes {len(shapes)} tensors but the kernel takes {len(kernel.inputs)} inputs "
                 f"({', '.join(t.name for t in kernel.inputs)})")
+    out_shape = _output_shape(task_path) if _output_sizes_unbound(kernel) else None
+    if out_shape is None and _output_sizes_unbound(kernel):
+        return None  # a size only the output names, and no reference to read it from: the run decides
     try:
         sizes = bind_sizes(kernel, {t.name: SimpleNamespace(shape=s) for t, s in zip(kernel.inputs, shapes,
-                                                                                       strict=True)})
+                                                                                       strict=True)}, out_shape)
     except ValueError as e:
         return f"at the task's sizes: {e}"
     for ok, why in _requires(kernel, sizes):
@@ -204,7 +237,7 @@ def _bench(kernel, task_path: str, reps: int = 50) -> dict:
     inputs = mod.get_inputs()
     arrays = {t.name: np.ascontiguousarray(a.numpy().astype(np.float32))
               for t, a in zip(kernel.inputs, [t for t in inputs if torch.is_tensor(t)], strict=True)}
-    ksizes = bind_sizes(kernel, arrays)
+    ksizes = bind_sizes(kernel, arrays, _output_shape(task_path) if _output_sizes_unbound(kernel) else None)
     ours = bench_cuda(kernel, ksizes, inputs=arrays, warmup=10, reps=reps)
     torch.backends.cuda.matmul.allow_tf32 = False  # the eager baseline in true fp32, as our kernels compute
     torch.backends.cudnn.allow_tf32 = False

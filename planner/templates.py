@@ -36,11 +36,8 @@ UNSUPPORTED_REASONS = {
     "gelu": "exact GELU needs erf, which the language's math functions (semantics.FLOAT_UNARY) do not have",
     "cumsum": "a prefix sum needs a lane-predicated add after shfl_up (out-of-range lanes keep their own "
               "value); the language has no per-lane select of fragment values, so no template expresses a scan",
-    "avg_pool1d": "pooling windows need a reshape of the loaded tile into (window, outputs) whose tags the "
-                  "output contract can name; no pooling template exists yet",
-    "max_pool2d": "pooling windows need a reshape of the loaded tile into (window, outputs) whose tags the "
-                  "output contract can name; no pooling template exists yet",
 }
+POOLS = {"avg_pool1d": 1, "max_pool2d": 2}  # the pooling operators the pool template expresses: pooled axes
 ROW_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "mean")
 MATMULS = ("matmul", "matmul_ta", "matmul_tb", "bmm")
 EPILOGUE = (*ACTIVATIONS, "bias", "add", "scale")
@@ -58,6 +55,7 @@ class Family:
     scale: float | None = None
     defaults: dict = attrs.field(factory=dict)  # the knobs this template turns, with their default values
     restrict: dict = attrs.field(factory=dict)  # knob -> the only values this instance supports
+    window: int = 0  # pooling: the window, equal to the stride
 
     def knobs(self, kb=None) -> dict[str, tuple[str, list]]:
         """knob -> (knowledge-base technique, values): the bandit's arms for this family."""
@@ -78,7 +76,8 @@ class Family:
 RESERVED = {"a", "b", "acc", "ga", "gb", "bv", "dv", "xs", "ys", "m0", "n0", "r0", "kt", "k0", "z", "r", "c0",
             "sA", "sB", "s", "nk", "KT", "VEC", "A_COPY", "B_COPY", "STAGES", "e", "m", "mean", "var", "ms",
             "out", "C", "M", "N", "K", "Bt", "RUNS", "BLOCK",
-            "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T", "V", "CH"} | {f"y{i}" for i in range(1, 10)}
+            "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T", "V", "CH", "i0", "j0", "bb", "B", "L", "LO", "H",
+            "W", "HO", "WO"} | {f"y{i}" for i in range(1, 10)}
 
 
 def _ident(name: str) -> str:
@@ -136,9 +135,43 @@ def plan(ops: tuple, task) -> Family:
         if ranks != [2]:
             raise NotExpressible("the column template takes one 2-D input")
         return Family("colreduce", name, args, ranks, ops, scale, defaults={"vec": 1})
+    if len(ops) == 1 and ops[0] in POOLS:
+        window = _pool_window(task, ops[0])
+        if ranks != [POOLS[ops[0]] + 2]:
+            axes = "length" if POOLS[ops[0]] == 1 else "H, W"
+            raise NotExpressible(f"the pool template takes one [batch, channels, {axes}] input")
+        return Family("pool", name, args, ranks, ops, scale, defaults={"threads": 128}, window=window)
     if ops == ("transpose",):
         return Family("transpose", name, args, ranks, ops, scale, defaults={"swizzle": 1})
     raise NotExpressible(f"no template for the operator chain {' -> '.join(ops) or '(empty)'}")
+
+
+def _pool_window(task, op: str) -> int:
+    """The window of the task's pooling call (`F.avg_pool1d(x, 4, 4)`), read from its syntax tree: it
+    must equal the stride (no overlap) and have no padding, dilation or ceil mode."""
+    import ast
+
+    calls = [n for n in ast.walk(ast.parse(task.source)) if isinstance(n, ast.Call)
+             and getattr(n.func, "attr", getattr(n.func, "id", None)) == op]
+    if len(calls) != 1:
+        raise NotExpressible(f"{op}: the pool template reads the window from one {op}(...) call in the task")
+    call = calls[0]
+    names = ["input", "kernel_size", "stride", "padding"]
+    given = {names[i]: a for i, a in enumerate(call.args[:4])}
+    given.update({kw.arg: kw.value for kw in call.keywords})
+    try:
+        vals = {k: ast.literal_eval(v) for k, v in given.items() if k != "input"}
+    except ValueError:
+        raise NotExpressible(f"{op}: the window, stride and padding must be literal integers") from None
+    k = vals.get("kernel_size")
+    s = vals.get("stride", k)
+    if (not isinstance(k, int) or s != k or vals.get("padding", 0) != 0 or vals.get("dilation", 1) != 1
+            or any(o in vals and vals[o] is not False for o in ("ceil_mode", "return_indices"))):
+        raise NotExpressible(f"{op}: the pool template takes square non-overlapping windows (stride = window, no "
+                             f"padding, dilation or ceil mode); the task has {vals}")
+    if not 1 < k <= 8:
+        raise NotExpressible(f"{op}: windows of 2 to 8 elements per axis (the task has {k})")
+    return k
 
 
 def _pow2_at_least(n: int) -> int:
@@ -168,7 +201,44 @@ def _epilogue(ops, scale, v: str, lines: list, extra: dict, indent="    ") -> st
 def render(f: Family, knobs: dict | None = None) -> str:
     k = {**f.defaults, **(knobs or {})}
     return {"elementwise": _elementwise, "rowwise": _rowwise, "gemm": _gemm, "transpose": _transpose,
-            "colreduce": _colreduce}[f.name](f, k)
+            "colreduce": _colreduce, "pool": _pool}[f.name](f, k)
+
+
+def _pool(f: Family, k: dict) -> str:
+    """Non-overlapping pooling: thread t owns output element j0 + t; its window's values are one run
+    (1-D) or K runs of one row each (2-D) of the loaded tile, reshaped so the window is its own axes."""
+    t, w, x = int(k["threads"]), f.window, f.args[0]
+    if f.ops[0] == "avg_pool1d":
+        return "\n".join([
+            f"# average pooling, window {w} = stride: thread t averages the {w} consecutive inputs of output j0 + t",
+            f"kernel {f.kernel}<T={t}, K={w}>({x}: f32[B, C, L]) -> out: f32[B, C, LO]:",
+            "    requires K * LO <= L and L < K * LO + K        # LO = floor(L / K), as PyTorch (a tail is dropped)",
+            "    grid(cdiv(LO, T), C, B)",
+            "    block(T)",
+            f"    tag {x}[b, c, l] = (l // K, l % K, b, c)",
+            "    tag out[b, c, j] = (j, b, c) once",
+            "    j0 = block_id.x * T",
+            f"    xs = load({x}[block_id.z, block_id.y, K * j0 : K * j0 + K * T], tv=(T, K):(K, 1), mask=True)",
+            "    s = reduce_sum(reshape(xs, T, K), axis=1)",
+            f"    store(out[block_id.z, block_id.y, j0 : j0 + T], reshape(s / {float(w)!r}, T), mask=True)",
+        ]) + "\n"
+    return "\n".join([
+        f"# max pooling, {w}x{w} windows = stride: thread t owns output column j0 + t of output row block_id.y,"
+        " one batch after another",
+        f"kernel {f.kernel}<T={t}, K={w}>({x}: f32[B, C, H, W]) -> out: f32[B, C, HO, WO]:",
+        "    requires K * HO <= H and H < K * HO + K and K * WO <= W and W < K * WO + K   # floor, as PyTorch",
+        "    grid(cdiv(WO, T), HO, C)",
+        "    block(T)",
+        f"    tag {x}[b, c, h, w] = (h % K, w // K, w % K, h // K, b, c)",
+        "    tag out[b, c, i, j] = (j, i, b, c) once",
+        "    i0 = block_id.y",
+        "    j0 = block_id.x * T",
+        "    for bb in range(B):",
+        f"        xs = load({x}[bb, block_id.z, K * i0 : K * i0 + K, K * j0 : K * j0 + K * T], "
+        "tv=(T, (K, K)):(K, (1, K * T)), mask=True, other=-inf)",
+        "        m = reduce_max(reduce_max(reshape(xs, K, T, K), axis=2), axis=0)",
+        "        store(out[bb, block_id.z, i0, j0 : j0 + T], reshape(m, T), mask=True)",
+    ]) + "\n"
 
 
 def _colreduce(f: Family, k: dict) -> str:

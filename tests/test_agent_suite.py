@@ -116,3 +116,32 @@ def test_past_the_deadline_no_gpu_time_starts_and_the_candidate_stays_pending(tm
     assert cand["result"] is None  # pending: `resume` evaluates it
     summary = Loop(rd, t, OfflinePolicy(t, t.declared_ops), InProcessExecutor(), Budget(iterations=1)).run_loop()
     assert summary["status"] == "solved" and summary["candidates"] == 1
+
+
+@pytest.mark.parametrize("name", ["28_avg_pool1d", "29_max_pool2d"])
+def test_pool_template_passes_with_the_pooled_size_bound_from_the_reference(name):
+    pytest.importorskip("torch")
+    from argus_verify.agent_eval import evaluate
+    from argus_verify.planner.templates import plan, render
+
+    path = ROOT / "tasks" / "level1" / f"{name}.py"
+    t = read_task(path)
+    fam = plan(t.declared_ops, t)
+    assert fam.name == "pool" and fam.window == (4 if name == "28_avg_pool1d" else 2)
+    r = evaluate({"source": render(fam), "task": str(path), "checks": check_plan(t, "interp")})
+    assert r["verdict"] == "pass", r["feedback"]
+    # sizes not multiples of the window (19, 70 capped): the tail is dropped, as PyTorch does
+    assert all(x["ok"] for x in r["runs"]) and len(r["runs"]) == 3
+
+
+def test_pool_windows_the_template_cannot_take_are_not_expressible(tmp_path):
+    from argus_verify.planner.templates import NotExpressible, plan
+
+    src = (ROOT / "tasks" / "level1" / "28_avg_pool1d.py").read_text()
+    for call, why in (("avg_pool1d(x, 4, 2)", "non-overlapping"), ("avg_pool1d(x, 4, 4, 1)", "padding"),
+                      ("avg_pool1d(x, 4, stride=4, ceil_mode=True)", "ceil mode")):
+        f = tmp_path / "pool.py"
+        f.write_text(src.replace("avg_pool1d(x, 4, 4)", call))
+        t = read_task(f)
+        with pytest.raises(NotExpressible, match=why):
+            plan(t.declared_ops, t)
