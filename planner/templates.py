@@ -33,14 +33,22 @@ ACTIVATIONS = {
     "hardtanh": "min(max({v}, -1.0), 1.0)",
 }
 UNSUPPORTED_REASONS = {
-    "gelu": "exact GELU needs erf, which the language's math functions (semantics.FLOAT_UNARY) do not have",
     "cumsum": "a prefix sum needs a lane-predicated add after shfl_up (out-of-range lanes keep their own "
               "value); the language has no per-lane select of fragment values, so no template expresses a scan",
 }
 POOLS = {"avg_pool1d": 1, "max_pool2d": 2}  # the pooling operators the pool template expresses: pooled axes
+# exact (erf) GELU: the language has no erf, so erf(|x| / sqrt 2) is Abramowitz and Stegun's 7.1.26
+# (absolute error at most 1.5e-7, under the f32 tolerance of the numerical test, which still checks
+# every candidate against torch's exact GELU); gelu(x) = (x + |x| erf(|x| / sqrt 2)) / 2
+GELU_ERF = [
+    "g1 = abs({v})",
+    "g2 = recip(g1 * 0.23164188826636045 + 1.0)",  # t = 1 / (1 + p z), z = |x| / sqrt 2, p = 0.3275911
+    "g3 = ((((g2 * 1.061405429 - 1.453152027) * g2 + 1.421413741) * g2 - 0.284496736) * g2 + 0.254829592) * g2",
+    "g4 = ({v} + g1 * (1.0 - g3 * exp({v} * {v} * -0.5))) * 0.5",  # exp(-z^2) = exp(-x^2 / 2)
+]
 ROW_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "mean")
 MATMULS = ("matmul", "matmul_ta", "matmul_tb", "bmm")
-EPILOGUE = (*ACTIVATIONS, "bias", "add", "scale")
+EPILOGUE = (*ACTIVATIONS, "gelu", "bias", "add", "scale")
 
 DEFAULT_TILE = [128, 64, 16, 8, 4]  # (BM, BN, BK, TM, TN): gemm_simt's, the fastest measured on the H200
 
@@ -77,7 +85,7 @@ RESERVED = {"a", "b", "acc", "ga", "gb", "bv", "dv", "xs", "ys", "m0", "n0", "r0
             "sA", "sB", "s", "nk", "KT", "VEC", "A_COPY", "B_COPY", "STAGES", "e", "m", "mean", "var", "ms",
             "out", "C", "M", "N", "K", "Bt", "RUNS", "BLOCK",
             "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T", "V", "CH", "i0", "j0", "bb", "B", "L", "LO", "H",
-            "W", "HO", "WO"} | {f"y{i}" for i in range(1, 10)}
+            "W", "HO", "WO"} | {f"y{i}" for i in range(1, 10)} | {f"g{i}" for i in range(1, 5)}
 
 
 def _ident(name: str) -> str:
@@ -118,7 +126,7 @@ def plan(ops: tuple, task) -> Family:
         return Family("gemm", name, args, ranks, ops, scale,
                       defaults={"tile": DEFAULT_TILE, "unroll": 0, "stages": 0},
                       restrict={} if plain else {"stages": [0]})
-    if ops and all(o in ACTIVATIONS or o in ("scale", "add") for o in ops):
+    if ops and all(o in ACTIVATIONS or o in ("scale", "add", "gelu") for o in ops):
         if not all(r == ranks[0] for r in ranks) or ranks[0] != 2:
             raise NotExpressible("the elementwise template takes 2-D inputs of one shape")
         return Family("elementwise", name, args, ranks, ops, scale, defaults={"vec": 4})
@@ -189,6 +197,10 @@ def _epilogue(ops, scale, v: str, lines: list, extra: dict, indent="    ") -> st
             expr = f"{v} + {extra[op]}"
         elif op == "scale":
             expr = f"{v} * {scale!r}"
+        elif op == "gelu":
+            *steps, last = (g.format(v=v) for g in GELU_ERF)
+            lines += [f"{indent}{st}" for st in steps]
+            expr = last.split(" = ", 1)[1]
         else:
             expr = ACTIVATIONS[op].format(v=v)
         n += 1

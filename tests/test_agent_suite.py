@@ -145,3 +145,16 @@ def test_pool_windows_the_template_cannot_take_are_not_expressible(tmp_path):
         t = read_task(f)
         with pytest.raises(NotExpressible, match=why):
             plan(t.declared_ops, t)
+
+
+def test_exact_gelu_through_an_erf_approximation_passes_against_torchs_exact_gelu():
+    pytest.importorskip("torch")
+    from argus_verify.agent_eval import evaluate
+    from argus_verify.planner.templates import plan, render
+
+    path = ROOT / "tasks" / "level1" / "16_gelu_erf.py"
+    t = read_task(path)
+    assert t.declared_ops == ("gelu",)
+    r = evaluate({"source": render(plan(t.declared_ops, t)), "task": str(path), "checks": check_plan(t, "interp")})
+    assert r["verdict"] == "pass", r["feedback"]
+    assert max(x["rel_error"] for x in r["runs"]) < 1e-6  # well inside the f32 tolerance (1e-5)
