@@ -32,10 +32,9 @@ ACTIVATIONS = {
     "gelu_tanh": "{v} * (tanh(({v} + {v} * {v} * {v} * 0.044715) * 0.7978845608028654) + 1.0) * 0.5",
     "hardtanh": "min(max({v}, -1.0), 1.0)",
 }
-UNSUPPORTED_REASONS = {
-    "cumsum": "a prefix sum needs a lane-predicated add after shfl_up (out-of-range lanes keep their own "
-              "value); the language has no per-lane select of fragment values, so no template expresses a scan",
-}
+# operators no template expresses, with the reason (none at present: a GEMM followed by a row
+# operation is refused in `plan`, with its reason)
+UNSUPPORTED_REASONS: dict[str, str] = {}
 POOLS = {"avg_pool1d": 1, "max_pool2d": 2}  # the pooling operators the pool template expresses: pooled axes
 # exact (erf) GELU: the language has no erf, so erf(|x| / sqrt 2) is Abramowitz and Stegun's 7.1.26
 # (absolute error at most 1.5e-7, under the f32 tolerance of the numerical test, which still checks
@@ -85,7 +84,7 @@ RESERVED = {"a", "b", "acc", "ga", "gb", "bv", "dv", "xs", "ys", "m0", "n0", "r0
             "sA", "sB", "s", "nk", "KT", "VEC", "A_COPY", "B_COPY", "STAGES", "e", "m", "mean", "var", "ms",
             "out", "C", "M", "N", "K", "Bt", "RUNS", "BLOCK",
             "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T", "V", "CH", "i0", "j0", "bb", "B", "L", "LO", "H",
-            "W", "HO", "WO"} | {f"y{i}" for i in range(1, 10)} | {f"g{i}" for i in range(1, 5)}
+            "W", "HO", "WO", "v", "carry", "LANES"} | {f"y{i}" for i in range(1, 10)} | {f"g{i}" for i in range(1, 5)}
 
 
 def _ident(name: str) -> str:
@@ -149,9 +148,30 @@ def plan(ops: tuple, task) -> Family:
             axes = "length" if POOLS[ops[0]] == 1 else "H, W"
             raise NotExpressible(f"the pool template takes one [batch, channels, {axes}] input")
         return Family("pool", name, args, ranks, ops, scale, defaults={"threads": 128}, window=window)
+    if ops == ("cumsum",):
+        _scan_axis(task, ranks)
+        return Family("scan", name, args, ranks, ops, scale, defaults={"rows": 4})
     if ops == ("transpose",):
         return Family("transpose", name, args, ranks, ops, scale, defaults={"swizzle": 1})
     raise NotExpressible(f"no template for the operator chain {' -> '.join(ops) or '(empty)'}")
+
+
+def _scan_axis(task, ranks: list) -> None:
+    """The scan template takes one 2-D input scanned along its last axis (`torch.cumsum(x, dim=1)`)."""
+    import ast
+
+    calls = [n for n in ast.walk(ast.parse(task.source)) if isinstance(n, ast.Call)
+             and getattr(n.func, "attr", getattr(n.func, "id", None)) == "cumsum"]
+    dims = []
+    for c in calls:
+        given = c.args[1:2] + [kw.value for kw in c.keywords if kw.arg == "dim"]
+        try:
+            dims.append(ast.literal_eval(given[0]) if given else None)
+        except ValueError:
+            dims.append(None)
+    if ranks != [2] or len(dims) != 1 or dims[0] not in (1, -1):
+        raise NotExpressible("the scan template takes one 2-D input scanned along its last axis "
+                             "(torch.cumsum(x, dim=1))")
 
 
 def _pool_window(task, op: str) -> int:
@@ -213,7 +233,36 @@ def _epilogue(ops, scale, v: str, lines: list, extra: dict, indent="    ") -> st
 def render(f: Family, knobs: dict | None = None) -> str:
     k = {**f.defaults, **(knobs or {})}
     return {"elementwise": _elementwise, "rowwise": _rowwise, "gemm": _gemm, "transpose": _transpose,
-            "colreduce": _colreduce, "pool": _pool}[f.name](f, k)
+            "colreduce": _colreduce, "pool": _pool, "scan": _scan}[f.name](f, k)
+
+
+def _scan(f: Family, k: dict) -> str:
+    """Inclusive prefix sum of each row: one warp per row walks it 32 columns at a time; a
+    Hillis-Steele scan over the lanes (shfl_up by 1, 2, 4, 8, 16; a lane below the distance adds
+    nothing: its shuffled value is multiplied by min(lane_id // d, 1) = 0), then the running total of
+    the earlier chunks (lane 31's sum, broadcast by shfl_idx) is added."""
+    x = f.args[0]
+    lines = [
+        "# inclusive prefix sum of each row: one warp per row, 32 columns per step, a shuffle scan over the lanes",
+        f"kernel {f.kernel}<ROWS={int(k['rows'])}>({x}: f32[M, N]) -> out: f32[M, N]:",
+        "    grid(cdiv(M, ROWS))",
+        "    block(32 * ROWS)",
+        f"    tag {x}[i, j] = (i,)                 # a scan combines a row's elements: the row is the tag",
+        "    tag out[i, j] = (i,) once",
+        "    r0 = block_id.x * ROWS",
+        "    LANES = ((32, ROWS), 1):((1, 32), 0)",
+        "    carry = zeros(f32[ROWS, 32], tv=LANES)",
+        "    for c0 in range(0, N, 32):",
+        f"        v = load({x}[r0 : r0 + ROWS, c0 : c0 + 32], tv=LANES, mask=True)",
+    ]
+    for d in (1, 2, 4, 8, 16):
+        lines.append(f"        v = v + shfl_up(v, {d}) * min(lane_id // {d}, 1)")
+    lines += [
+        "        v = v + carry",
+        "        store(out[r0 : r0 + ROWS, c0 : c0 + 32], v, mask=True)",
+        "        carry = shfl_idx(v, 31)",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _pool(f: Family, k: dict) -> str:

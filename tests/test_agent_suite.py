@@ -81,7 +81,7 @@ def test_a_folder_with_tasks_in_flight_at_once_and_a_deadline(tmp_path, capsys):
     pytest.importorskip("torch")
     src = tmp_path / "tasks" / "level1"
     src.mkdir(parents=True)
-    for f in (RELU, TRANSPOSE, ROOT / "tasks" / "level1" / "26_cumsum.py"):
+    for f in (RELU, TRANSPOSE, ROOT / "tasks" / "level2" / "13_gemm_softmax.py"):
         (src / f.name).write_text(f.read_text())
     out = tmp_path / "runs"
     # a deadline already passed: every run directory is made, none proposes anything
@@ -89,7 +89,7 @@ def test_a_folder_with_tasks_in_flight_at_once_and_a_deadline(tmp_path, capsys):
                  "--deadline", "0", "--json"]) == 1
     first = json.loads(capsys.readouterr().out)
     assert [s["status"] for s in first] == ["unsolved", "not-expressible", "unsolved"]
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["level1-09_relu", "level1-26_cumsum",
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["level1-09_relu", "level1-13_gemm_softmax",
                                                                    "level1-27_transpose"]
     # resumed with tasks in flight at once, each gets its candidate
     assert main(["agent", "resume", str(out), "--jobs", "3", "--json"]) == 0
@@ -158,3 +158,21 @@ def test_exact_gelu_through_an_erf_approximation_passes_against_torchs_exact_gel
     r = evaluate({"source": render(plan(t.declared_ops, t)), "task": str(path), "checks": check_plan(t, "interp")})
     assert r["verdict"] == "pass", r["feedback"]
     assert max(x["rel_error"] for x in r["runs"]) < 1e-6  # well inside the f32 tolerance (1e-5)
+
+
+def test_cumsum_is_a_shuffle_scan_with_lanes_below_the_distance_adding_nothing():
+    pytest.importorskip("torch")
+    from argus_verify.agent_eval import evaluate
+    from argus_verify.planner.templates import plan, render
+
+    path = ROOT / "tasks" / "level1" / "26_cumsum.py"
+    t = read_task(path)
+    fam = plan(t.declared_ops, t)
+    src = render(fam)
+    assert fam.name == "scan" and "shfl_up(v, 16) * min(lane_id // 16, 1)" in src
+    r = evaluate({"source": src, "task": str(path), "checks": check_plan(t, "interp")})
+    assert r["verdict"] == "pass", r["feedback"]
+    # without the lane factor, lanes below the distance add their own value again: refused by the numbers
+    bad = src.replace(" * min(lane_id // 1, 1)", "")
+    r = evaluate({"source": bad, "task": str(path), "checks": check_plan(t, "interp")})
+    assert r["verdict"] == "wrong" and "relative error" in r["feedback"]
