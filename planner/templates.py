@@ -45,6 +45,7 @@ GELU_ERF = [
     "g3 = ((((g2 * 1.061405429 - 1.453152027) * g2 + 1.421413741) * g2 - 0.284496736) * g2 + 0.254829592) * g2",
     "g4 = ({v} + g1 * (1.0 - g3 * exp({v} * {v} * -0.5))) * 0.5",  # exp(-z^2) = exp(-x^2 / 2)
 ]
+GEMM_ROW_OPS = ("sum", "mean", "layer_norm", "rms_norm")  # row operations after a GEMM that padding zeros leave right
 ROW_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "mean")
 MATMULS = ("matmul", "matmul_ta", "matmul_tb", "bmm")
 EPILOGUE = (*ACTIVATIONS, "gelu", "bias", "add", "scale")
@@ -83,8 +84,8 @@ class Family:
 RESERVED = {"a", "b", "acc", "ga", "gb", "bv", "dv", "xs", "ys", "m0", "n0", "r0", "kt", "k0", "z", "r", "c0",
             "sA", "sB", "s", "nk", "KT", "VEC", "A_COPY", "B_COPY", "STAGES", "e", "m", "mean", "var", "ms",
             "out", "C", "M", "N", "K", "Bt", "RUNS", "BLOCK",
-            "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T", "V", "CH", "i0", "j0", "bb", "B", "L", "LO", "H",
-            "W", "HO", "WO", "v", "carry", "LANES"} | {f"y{i}" for i in range(1, 10)} | {f"g{i}" for i in range(1, 5)}
+            "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T", "V", "CH", "i0", "j0", "bb", "v", "carry",
+            "LANES", "ROW"} | {f"y{i}" for i in range(1, 10)} | {f"g{i}" for i in range(1, 5)}
 
 
 def _ident(name: str) -> str:
@@ -114,6 +115,19 @@ def plan(ops: tuple, task) -> Family:
     scale = _scale_of(task)
     if ops and ops[0] in MATMULS:
         rest = ops[1:]
+        if ops[0] == "matmul" and len(rest) == 1 and rest[0] in GEMM_ROW_OPS:
+            n = task.input_shapes[1][1]
+            cols = _pow2_at_least(max(128, int(task.sizes.get(n, 0) if isinstance(n, str) else n)))
+            if cols > 1024:
+                raise NotExpressible(f"matmul followed by {rest[0]}: rows of {cols} columns; the GEMM-then-row "
+                                     "template keeps a whole row of C in one warp's registers (at most 1024)")
+            return Family("gemmrow", name, args, ranks, ops, scale, defaults={"cols": cols})
+        if ops[0] == "matmul" and len(rest) == 1 and rest[0] in ("softmax", "log_softmax", "amax"):
+            raise NotExpressible(f"matmul followed by {rest[0]}: the GEMM-then-row template holds whole rows of C "
+                                 "padded to a power of two, and the padding (zeros) would enter the row's sum of "
+                                 "exponentials (softmax) or its max (amax); the language has no per-value select to "
+                                 "exclude it (the plain row template loads with "
+                                 "other=-inf, which a GEMM result cannot)")
         bad = [o for o in rest if o not in EPILOGUE]
         if bad:
             raise NotExpressible(f"{ops[0]} followed by {bad[0]}: a row reduction or normalisation after a GEMM "
@@ -233,7 +247,55 @@ def _epilogue(ops, scale, v: str, lines: list, extra: dict, indent="    ") -> st
 def render(f: Family, knobs: dict | None = None) -> str:
     k = {**f.defaults, **(knobs or {})}
     return {"elementwise": _elementwise, "rowwise": _rowwise, "gemm": _gemm, "transpose": _transpose,
-            "colreduce": _colreduce, "pool": _pool, "scan": _scan}[f.name](f, k)
+            "colreduce": _colreduce, "pool": _pool, "scan": _scan, "gemmrow": _gemmrow}[f.name](f, k)
+
+
+def _gemmrow(f: Family, k: dict) -> str:
+    """A GEMM whose block computes whole rows of C (8 rows, one warp each, a row padded to COLS
+    columns held as the row template holds it), then the row operation on the registers. The
+    padding columns are zeros (B's masked loads), which sums and squares ignore."""
+    a, b = f.args[0], f.args[1]
+    op = f.ops[1]
+    reduce_out = op in ("sum", "mean")
+    warp = "scope=warp, lanes=0b11111"
+    lines = [
+        f"# matmul -> {op}: each block computes 8 whole rows of C (one warp per row, lane l holds columns"
+        " 4 l + 128 c + e), k-tiles of B staged through shared memory, then the row operation in registers",
+        f"kernel {f.kernel}<COLS={int(k['cols'])}, BK=8>({a}: f32[M, K], {b}: f32[K, N]) -> out: "
+        f"{'f32[M]' if reduce_out else 'f32[M, N]'}:",
+        "    requires N <= COLS",
+        "    grid(cdiv(M, 8))",
+        "    block(256)",
+        f"    tag {a}[i, k] = (i, k)",
+        f"    tag {b}[k, j] = (k, j)",
+        "    tag out[i] = (i,) once" if reduce_out else "    tag out[i, j] = (i, j) once",
+        "    r0 = block_id.x * 8",
+        "    sB = shared(f32[BK, COLS])",
+        "    ROW = ((32, 8), (4, COLS // 128)):((4, COLS), (1, 128))",
+        "    acc = zeros(f32[8, COLS], tv=ROW)",
+        "    for kt in range(cdiv(K, BK)):",
+        "        k0 = kt * BK",
+        f"        gb = load({b}[k0 : k0 + BK, 0 : COLS], tv=(256, (4, BK * COLS // 1024)):(4, (1, 1024)), mask=True)",
+        "        store(sB, gb)",
+        "        barrier()",
+        f"        a = load({a}[r0 : r0 + 8, k0 : k0 + BK], tv=((32, 8), BK):((0, BK), 1), mask=True)",
+        "        b = load(sB, tv=((32, 8), (4, COLS // 128, BK)):((4, 0), (1, 128, COLS)))",
+        "        acc = mma(a, b, acc)",
+        "        barrier()",
+    ]
+    full = "out[r0 : r0 + 8, 0 : COLS]"
+    if op == "layer_norm":
+        lines += [f"    mean = reduce_sum(acc, axis=1, {warp}) / N",
+                  f"    var = reduce_sum(acc * acc, axis=1, {warp}) / N - mean * mean",
+                  f"    store({full}, (acc - mean) * rsqrt(var + 0.00001), mask=True)"]
+    elif op == "rms_norm":
+        lines += [f"    ms = reduce_sum(acc * acc, axis=1, {warp}) / N",
+                  f"    store({full}, acc * rsqrt(ms + 0.00001), mask=True)"]
+    else:
+        lines.append(f"    s = reduce_sum(acc, axis=1, {warp})")
+        res = "s / N" if op == "mean" else "s"
+        lines.append(f"    store(out[r0 : r0 + 8], reshape({res}, 8), mask=True, where=lane_id == 0)")
+    return "\n".join(lines) + "\n"
 
 
 def _scan(f: Family, k: dict) -> str:

@@ -176,3 +176,19 @@ def test_cumsum_is_a_shuffle_scan_with_lanes_below_the_distance_adding_nothing()
     bad = src.replace(" * min(lane_id // 1, 1)", "")
     r = evaluate({"source": bad, "task": str(path), "checks": check_plan(t, "interp")})
     assert r["verdict"] == "wrong" and "relative error" in r["feedback"]
+
+
+def test_gemm_then_a_row_operation_keeps_whole_rows_in_a_block():
+    pytest.importorskip("torch")
+    from argus_verify.agent_eval import evaluate
+    from argus_verify.planner.templates import NotExpressible, plan, render
+
+    path = ROOT / "tasks" / "level2" / "11_gemm_rowsum.py"
+    t = read_task(path)
+    fam = plan(t.declared_ops, t)
+    assert fam.name == "gemmrow" and fam.defaults == {"cols": 1024}
+    r = evaluate({"source": render(fam), "task": str(path), "checks": check_plan(t, "interp")})
+    assert r["verdict"] == "pass", r["feedback"]
+    soft = read_task(ROOT / "tasks" / "level2" / "13_gemm_softmax.py")
+    with pytest.raises(NotExpressible, match="sum of exponentials"):
+        plan(soft.declared_ops, soft)
