@@ -25,6 +25,9 @@ left() { echo $(( budget - ($(date +%s) - start) )); }
 work=$(mktemp -d /tmp/argus-agent-XXXX)
 run="$work/agent_run"
 cores=$(nproc)
+# the GPU-phase processes compute the float64 reference with torch on the CPU: a few threads each,
+# so they do not fight the verification processes (and anything else on the cores) for every core
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 jobs=$(( cores > 4 ? cores - 2 : 2 ))
 echo "== commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') $(date -u +%FT%TZ) cores $cores budget ${budget}s"
 timeout 20 nvidia-smi -L
