@@ -29,7 +29,8 @@ cores=$(nproc)
 # so they do not fight the verification processes (and anything else on the cores) for every core
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 jobs=$(( cores > 4 ? cores - 2 : 2 ))
-echo "== commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') $(date -u +%FT%TZ) cores $cores budget ${budget}s"
+commit=$(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo '?')  # COMMIT: a snapshot's
+echo "== commit $commit $(date -u +%FT%TZ) cores $cores budget ${budget}s"
 timeout 20 nvidia-smi -L
 common=(--jobs "$jobs" --cpu-workers $(( cores > 2 ? cores - 1 : 1 )) --candidate-timeout 60 --time 900)
 # pass 1: one candidate per task (the template's default configuration), breadth first, so every
