@@ -41,21 +41,51 @@ def _fail(stage: str, verdict: str, feedback: str, **more) -> dict:
     return {"stage": stage, "verdict": verdict, "feedback": feedback, "reward": 0.0, **more}
 
 
-def bind_sizes(kernel, arrays: dict) -> dict:
-    """The kernel's size values from the shapes of the arrays given for its inputs."""
+def bind_sizes(kernel, arrays: dict, out_shape: tuple | None = None) -> dict:
+    """The kernel's size values from the shapes of the arrays given for its inputs, then (for a size
+    only the output names, such as a pooled length) from the reference output's shape."""
     from argus_verify import ir
 
     sizes: dict = {}
-    for t in kernel.inputs:
-        shape = arrays[t.name].shape
+    pairs = [(t, arrays[t.name].shape, "input", "the task passes") for t in kernel.inputs]
+    if out_shape is not None:
+        pairs.append((kernel.outputs[0], tuple(out_shape), "output", "the reference returns"))
+    for t, shape, role, whose in pairs:
         if len(shape) != len(t.shape):
-            raise ValueError(f"input {t.name} is declared with {len(t.shape)} dimensions but the task passes "
+            raise ValueError(f"{role} {t.name} is declared with {len(t.shape)} dimensions but {whose} "
                              f"a {len(shape)}-D tensor of shape {tuple(shape)}")
         for dim, actual in zip(t.shape, shape, strict=True):
             if isinstance(dim, ir.IVar):
                 if sizes.setdefault(dim.name, int(actual)) != int(actual):
-                    raise ValueError(f"size {dim.name} is {sizes[dim.name]} by one input and {actual} by {t.name}")
+                    raise ValueError(f"size {dim.name} is {sizes[dim.name]} by one tensor and {actual} by {t.name}")
     return sizes
+
+
+def _output_sizes_unbound(kernel) -> bool:
+    from argus_verify import ir
+
+    bound = {d.name for t in kernel.inputs for d in t.shape if isinstance(d, ir.IVar)}
+    return any(isinstance(d, ir.IVar) and d.name not in bound for t in kernel.outputs for d in t.shape)
+
+
+def _output_shape(task_path: str, sizes: dict | None = None) -> tuple | None:
+    """The shape of the task's output at `sizes` (its own without), from the Model run on meta
+    tensors (no data, no time); None without torch or when the model cannot run on meta tensors."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    from argus_verify.planner.tasks import load_module, read_task
+
+    task = read_task(task_path)
+    try:
+        mod = load_module(task_path, sizes)
+        shapes = task.shapes_at({**task.sizes, **(sizes or {})})
+        with torch.no_grad():
+            out = mod.Model(*mod.get_init_inputs())(*[torch.empty(s, device="meta") for s in shapes])
+        return tuple(out.shape)
+    except Exception:
+        return None
 
 
 def _degenerate(out: np.ndarray, ref: np.ndarray) -> str | None:
@@ -92,7 +122,7 @@ def _check_run(kernel, task_path: str, sizes: dict, seed: int, backend: str) -> 
               for t, a in zip(kernel.inputs, tensors, strict=True)}
     before = {n: a.copy() for n, a in arrays.items()}
     try:
-        ksizes = bind_sizes(kernel, arrays)
+        ksizes = bind_sizes(kernel, arrays, ref.shape)
     except ValueError as e:
         return {"ok": False, "why": str(e)}
     for req_ok, why in _requires(kernel, ksizes):
@@ -170,9 +200,12 @@ def _task_sizes_admitted(kernel, task_path: str) -> str | None:
     if len(shapes) != len(kernel.inputs):
         return (f"the task passes {len(shapes)} tensors but the kernel takes {len(kernel.inputs)} inputs "
                 f"({', '.join(t.name for t in kernel.inputs)})")
+    out_shape = _output_shape(task_path) if _output_sizes_unbound(kernel) else None
+    if out_shape is None and _output_sizes_unbound(kernel):
+        return None  # a size only the output names, and no reference to read it from: the run decides
     try:
         sizes = bind_sizes(kernel, {t.name: SimpleNamespace(shape=s) for t, s in zip(kernel.inputs, shapes,
-                                                                                       strict=True)})
+                                                                                       strict=True)}, out_shape)
     except ValueError as e:
         return f"at the task's sizes: {e}"
     for ok, why in _requires(kernel, sizes):
@@ -204,7 +237,7 @@ def _bench(kernel, task_path: str, reps: int = 50) -> dict:
     inputs = mod.get_inputs()
     arrays = {t.name: np.ascontiguousarray(a.numpy().astype(np.float32))
               for t, a in zip(kernel.inputs, [t for t in inputs if torch.is_tensor(t)], strict=True)}
-    ksizes = bind_sizes(kernel, arrays)
+    ksizes = bind_sizes(kernel, arrays, _output_shape(task_path) if _output_sizes_unbound(kernel) else None)
     ours = bench_cuda(kernel, ksizes, inputs=arrays, warmup=10, reps=reps)
     torch.backends.cuda.matmul.allow_tf32 = False  # the eager baseline in true fp32, as our kernels compute
     torch.backends.cudnn.allow_tf32 = False
@@ -243,7 +276,9 @@ def evaluate(req: dict) -> dict:
     except ArgusError as e:
         return _fail("check", "check-error", format_error(e))
     result: dict = {"kernel": kernel.name}
-    if req.get("verify", True):
+    if req.get("verified") is not None:  # the CPU phase verified this text already (LocalExecutor, two phases)
+        result.update(req["verified"])
+    elif req.get("verify", True):
         from argus_verify import smt
 
         report = smt.verify(kernel, timeout_s=float(req.get("verify_timeout_s", 10.0)), jobs=1)
@@ -261,6 +296,10 @@ def evaluate(req: dict) -> dict:
     bad = _task_sizes_admitted(kernel, req["task"])
     if bad:
         return _fail("run", "wrong", bad, **result)
+    if req.get("phase") == "verify":  # the CPU phase ends here; the GPU phase runs the rest
+        result.update(stage="verify", verdict="verified", feedback="verified; the numerical test is next",
+                      reward=0.0, verify_seconds=round(time.perf_counter() - t0, 3))
+        return result
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -323,32 +362,77 @@ class InProcessExecutor:
 class LocalExecutor:
     """Evaluates candidates in subprocesses: one worker slot per GPU found (CUDA_VISIBLE_DEVICES set
     to that GPU), one slot without a GPU. Each evaluation gets `timeout_s` of wall-clock time and,
-    without a GPU, `memory_mb` of address space; a hang or crash is that candidate's verdict."""
+    without a GPU, `memory_mb` of address space; a hang or crash is that candidate's verdict.
 
-    def __init__(self, timeout_s: float = 300.0, memory_mb: int | None = 4096, gpus: int | None = None):
+    With a GPU and `cpu_workers` > 1, evaluation has two phases: the front end and the verifier run
+    first in up to `cpu_workers` processes at once that see no GPU (each with the memory limit), and
+    only the candidates they pass go on to the GPU slots, where the numerical test and the bench run
+    one candidate per GPU at a time, so timings never overlap. `map` may be called from several
+    threads at once (several tasks in flight); the two pools are shared."""
+
+    def __init__(self, timeout_s: float = 300.0, memory_mb: int | None = 4096, gpus: int | None = None,
+                 cpu_workers: int | None = None):
         self.gpus = gpu_count() if gpus is None else gpus
-        self.slots = max(1, self.gpus)
         self.timeout_s = timeout_s
+        self.cpu_memory_mb = memory_mb
         self.memory_mb = memory_mb if self.gpus == 0 else None  # CUDA reserves huge address ranges
-        self._pool = cf.ThreadPoolExecutor(max_workers=self.slots)
-        self._free = list(range(self.slots))
+        if cpu_workers is None:
+            cpu_workers = max(1, (os.cpu_count() or 1) - 1) if self.gpus else 1
+        self.cpu_workers = max(1, int(cpu_workers)) if self.gpus else 1
+        # the offline policy proposes this many candidates at a time: one per GPU, or one per CPU
+        # worker when verification runs apart (each GPU then takes them in turn)
+        self.slots = max(1, self.gpus, self.cpu_workers if self.two_phase else 1)
+        self._pool = cf.ThreadPoolExecutor(max_workers=max(1, self.gpus))
+        self._cpu_pool = cf.ThreadPoolExecutor(max_workers=self.cpu_workers) if self.two_phase else None
+        self._free = list(range(max(1, self.gpus)))
+        # time.time() after which no evaluation starts on a GPU: such a candidate's result is None (not
+        # evaluated), so the run directory keeps it pending and `resume` evaluates it
+        self.deadline: float | None = None
+
+    def _late(self) -> bool:
+        return self.deadline is not None and time.time() >= self.deadline
+
+    @property
+    def two_phase(self) -> bool:
+        return bool(self.gpus) and self.cpu_workers > 1
 
     @property
     def backend(self) -> str:
         return "cuda" if self.gpus else "interp"
 
-    def _run_one(self, req: dict) -> dict:
+    def _run_one(self, req: dict) -> dict | None:
+        if self._late() and self.gpus:
+            return None
         slot = self._free.pop()
         try:
             return run_isolated(req, self.timeout_s, self.memory_mb, gpu=slot if self.gpus else None)
         finally:
             self._free.append(slot)
 
-    def map(self, reqs: list[dict]) -> list[dict]:
-        return list(self._pool.map(self._run_one, reqs))
+    def _verify_one(self, req: dict) -> dict:
+        return run_isolated({**req, "phase": "verify"}, self.timeout_s, self.cpu_memory_mb, gpu=-1)
+
+    def _gpu_one(self, req: dict, first: dict) -> dict:
+        if first.get("verdict") != "verified":
+            return first
+        carried = {k: first[k] for k in ("verification", "warnings") if k in first}
+        res = self._run_one({**req, "verified": carried})
+        if res is None:
+            return None
+        res["verify_seconds"] = first.get("verify_seconds")
+        res["gpu_seconds"] = res.get("wall_seconds", res.get("seconds"))
+        return res
+
+    def map(self, reqs: list[dict]) -> list[dict | None]:
+        if not self.two_phase:
+            return list(self._pool.map(self._run_one, reqs))
+        firsts = list(self._cpu_pool.map(self._verify_one, reqs))
+        return list(self._pool.map(self._gpu_one, reqs, firsts))
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        if self._cpu_pool is not None:
+            self._cpu_pool.shutdown(wait=True)
 
 
 # imported once by the fork server, so that each evaluation process starts warm (a fork, not a fresh
@@ -384,8 +468,8 @@ def _child(req: dict, conn, memory_mb: int | None, gpu: int | None, log_path: st
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    if gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    if gpu is not None:  # -1: no GPU at all (the CPU verification phase)
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu) if gpu >= 0 else ""
     if memory_mb:
         b = _vm_bytes() + int(memory_mb) * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (b, b))

@@ -42,6 +42,15 @@ def add_parser(sub) -> None:
                         help="seconds for one candidate's evaluation before it is killed (default 300)")
         sp.add_argument("--memory-mb", type=int, default=d(4096),
                         help="address-space limit of a CPU evaluation worker, MiB (default 4096)")
+        sp.add_argument("--jobs", type=int, default=d(1),
+                        help="tasks of a folder in flight at once (default 1); they share the executor, whose "
+                             "verification runs in parallel while each GPU times one candidate at a time")
+        sp.add_argument("--cpu-workers", type=int, default=None,
+                        help="with a GPU: processes that check and verify candidates before any GPU time "
+                             "(default: the CPU count less one; 1 verifies on the GPU worker)")
+        sp.add_argument("--deadline", type=float, default=None,
+                        help="seconds from now after which no new candidate is proposed; the runs end "
+                             "resumable (argus agent resume goes on)")
         sp.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     run = asub.add_parser("run", help="run the loop on a task file or a folder of them",
@@ -70,6 +79,7 @@ def add_parser(sub) -> None:
                           epilog="example:\n  argus agent report runs/level1",
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument("run", help="the run directory (or a folder of them)")
+    rep.add_argument("--no-plots", action="store_true", help="the Markdown only (no matplotlib, much faster)")
     rep.add_argument("--json", action="store_true", help="print the report's path as JSON")
 
 
@@ -105,7 +115,8 @@ def _executor(config: dict):
             raise AgentUsageError("--executor ray needs Ray: pip install -e '.[ray]'") from None
         return RayExecutor(timeout_s=config["candidate_timeout"], memory_mb=config["memory_mb"],
                            address=config.get("ray_address"))
-    return LocalExecutor(timeout_s=config["candidate_timeout"], memory_mb=config["memory_mb"])
+    return LocalExecutor(timeout_s=config["candidate_timeout"], memory_mb=config["memory_mb"],
+                         cpu_workers=config.get("cpu_workers"))
 
 
 def _policy(config: dict, task, ops):
@@ -119,7 +130,7 @@ def _policy(config: dict, task, ops):
     return OfflinePolicy(task, ops)
 
 
-def _run_task(rd, config: dict, executor, log) -> dict:
+def _run_task(rd, config: dict, executor, log, deadline: float | None = None) -> dict:
     from argus_verify.planner.loop import Budget, Loop, summarise
     from argus_verify.planner.tasks import read_task
     from argus_verify.planner.templates import NotExpressible
@@ -142,7 +153,7 @@ def _run_task(rd, config: dict, executor, log) -> dict:
         return s
     backend = executor.backend
     loop = Loop(rd, task, policy, executor, budget, backend=backend,
-                bench=backend == "cuda" and not config.get("no_bench"), log=log)
+                bench=backend == "cuda" and not config.get("no_bench"), log=log, deadline=deadline)
     return loop.run_loop()
 
 
@@ -159,12 +170,14 @@ def cmd_agent(args) -> int:
         raise AgentUsageError("argus agent needs an action: run, resume or report (argus agent --help)")
     if args.agent_command == "report":
         try:
-            path = write_report(args.run)
+            path = write_report(args.run, plots=not args.no_plots)
         except FileNotFoundError as e:
             raise AgentUsageError(str(e)) from None
         print(json.dumps({"report": str(path)}) if args.json else f"wrote {path}")
         return 0
-    summaries = []
+    deadline = time.time() + args.deadline if args.deadline is not None else None
+    jobs = max(1, int(args.jobs or 1))
+    work = []  # (run directory, its config): every run directory exists before the first candidate
     if args.agent_command == "run":
         if args.policy == "llm" and not args.model:
             raise AgentUsageError("--policy llm needs --model (and --base-url for a server other than OpenAI's)")
@@ -176,41 +189,42 @@ def cmd_agent(args) -> int:
             raise AgentUsageError(f"no task files under {src}")
         out = Path(args.out or f"runs/{src.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
         base = {k: getattr(args, k) for k in ("policy", "model", "base_url", "api_key_env", "memory_tokens", "executor",
-                                              "ray_address",
-                                              "no_bench", "iterations", "tokens", "time", "candidate_timeout",
-                                              "memory_mb")}
-        executor = _executor(base)
-        try:
-            for f in files:
-                rd_path = out if src.is_file() else out / "-".join(f.relative_to(src).with_suffix("").parts)
-                ops, ops_from = _ops(f)
-                rd = RunDir.create(rd_path, f, {**base, "ops": list(ops) if ops is not None else None,
-                                                "ops_from": ops_from})
-                log(f"{f}: {' -> '.join(ops or ())} (from the {ops_from}); run directory {rd_path}")
-                summaries.append(_run_task(rd, rd.config, executor, log))
-        finally:
-            executor.close()
+                                              "ray_address", "no_bench", "iterations", "tokens", "time",
+                                              "candidate_timeout", "memory_mb", "cpu_workers")}
+        for f in files:
+            rd_path = out if src.is_file() else out / "-".join(f.relative_to(src).with_suffix("").parts)
+            ops, ops_from = _ops(f)
+            rd = RunDir.create(rd_path, f, {**base, "ops": list(ops) if ops is not None else None,
+                                            "ops_from": ops_from})
+            log(f"{f}: {' -> '.join(ops or ())} (from the {ops_from}); run directory {rd_path}")
+            work.append((rd, rd.config))
         root = out
     else:
         dirs = run_dirs(args.run)
         if not dirs:
             raise AgentUsageError(f"{args.run} holds no agent run (no run.json)")
-        executor = None
-        try:
-            for d in dirs:
-                rd = RunDir(d)
-                config = rd.config
-                for k in ("iterations", "tokens", "time", "candidate_timeout", "memory_mb"):
-                    if getattr(args, k, None) is not None:
-                        config[k] = getattr(args, k)
-                if executor is None:
-                    executor = _executor(config)
-                log(f"resuming {d}")
-                summaries.append(_run_task(rd, config, executor, log))
-        finally:
-            if executor is not None:
-                executor.close()
+        for d in dirs:
+            rd = RunDir(d)
+            config = rd.config
+            for k in ("iterations", "tokens", "time", "candidate_timeout", "memory_mb", "cpu_workers"):
+                if getattr(args, k, None) is not None:
+                    config[k] = getattr(args, k)
+            log(f"resuming {d}")
+            work.append((rd, config))
         root = Path(args.run)
+    executor = _executor(work[0][1])
+    if hasattr(executor, "deadline"):
+        executor.deadline = deadline
+    try:
+        if jobs == 1:
+            summaries = [_run_task(rd, config, executor, log, deadline) for rd, config in work]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                summaries = list(pool.map(lambda w: _run_task(w[0], w[1], executor, log, deadline), work))
+    finally:
+        executor.close()
     if len(summaries) > 1:
         (root / "summary.json").write_text(json.dumps(summaries, indent=2, default=str))
     if args.json:

@@ -30,7 +30,7 @@ class Technique:
     invariants: list
     tag_assertions: list
     counterexamples: list
-    knob: dict = attrs.field(factory=dict)
+    knob: dict | list = attrs.field(factory=dict)  # one knob, or several (a TOML array of tables)
     status: str = ""
 
 
@@ -57,16 +57,21 @@ def knobs_for(family: str, kb: dict[str, Technique] | None = None) -> dict[str, 
     kb = load_kb() if kb is None else kb
     out = {}
     for t in kb.values():
-        fams = t.knob.get("family") if t.knob else None
-        fams = [fams] if isinstance(fams, str) else (fams or [])
-        if t.knob and (family in fams or "all" in fams):
-            name = t.knob["name"]
-            if name in out:  # two techniques turning one knob (pipelining and async copy): merge the values
-                tech, vals = out[name]
-                out[name] = (f"{tech}+{t.name}", vals + [v for v in t.knob["values"] if v not in vals])
-            else:
-                out[name] = (t.name, list(t.knob["values"]))
+        for knob in (t.knob if isinstance(t.knob, list) else [t.knob] if t.knob else []):
+            fams = knob.get("family")
+            fams = [fams] if isinstance(fams, str) else (fams or [])
+            if family in fams or "all" in fams:
+                _merge(out, t.name, knob)
     return out
+
+
+def _merge(out: dict, tech_name: str, knob: dict) -> None:
+    name = knob["name"]
+    if name in out:  # two techniques turning one knob (pipelining and async copy): merge the values
+        tech, vals = out[name]
+        out[name] = (f"{tech}+{tech_name}", vals + [v for v in knob["values"] if v not in vals])
+    else:
+        out[name] = (tech_name, list(knob["values"]))
 
 
 def render_entry(t: Technique, sketch: bool = True) -> str:

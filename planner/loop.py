@@ -145,8 +145,9 @@ class ModelNew(torch.nn.Module):
 
 class Loop:
     def __init__(self, run: RunDir, task: Task, policy, evaluator, budget: Budget, backend: str = "interp",
-                 bench: bool = False, log=None, verify_timeout_s: float = 10.0):
+                 bench: bool = False, log=None, verify_timeout_s: float = 10.0, deadline: float | None = None):
         self.run, self.task, self.policy, self.evaluator = run, task, policy, evaluator
+        self.deadline = deadline  # time.time() after which no new candidate is proposed (resume goes on)
         self.budget, self.backend, self.bench = budget, backend, bench
         self.log = log or (lambda s: None)
         self.verify_timeout_s = verify_timeout_s
@@ -172,6 +173,9 @@ class Loop:
         todo = [c for c in cands if c["source"] is not None]
         results = self.evaluator.map([self._request(c["source"]) for c in todo]) if todo else []
         for c, r in zip(todo, results, strict=True):
+            if r is None:  # the executor's deadline passed before its GPU time: pending, resume evaluates it
+                self.log(f"  [{self.task.name}] candidate {c['id']}: not evaluated before the deadline (pending)")
+                continue
             self._record(c, r)
         for c in cands:
             if c["source"] is None:
@@ -198,17 +202,19 @@ class Loop:
         batch = max(1, int(getattr(self.evaluator, "slots", 1))) if self.policy.name == "offline" else 1
         reason = None
         while reason is None:
-            if iteration >= self.budget.iterations:
+            if len(cands) >= self.budget.iterations:
                 reason = f"iteration budget ({self.budget.iterations}) spent"
             elif tokens >= self.budget.tokens:
                 reason = f"token budget ({self.budget.tokens}) spent"
             elif self._elapsed() >= self.budget.seconds:
                 reason = f"time budget ({self.budget.seconds:g} s) spent"
+            elif self.deadline is not None and time.time() >= self.deadline:
+                reason = "the command's deadline passed (argus agent resume continues)"
             if reason:
                 break
             iteration += 1
             new = []
-            for _ in range(min(batch, self.budget.iterations - iteration + 1)):
+            for _ in range(min(batch, self.budget.iterations - len(cands))):
                 try:
                     p = self.policy.propose(cands)
                 except Exception as e:  # an LLM that cannot be reached ends the run, recorded

@@ -86,10 +86,11 @@ def _summary(rd: RunDir) -> dict:
     return {"task": rd.path.name, "status": "running"}
 
 
-def _one(rd: RunDir, heading: str = "#") -> tuple[str, dict]:
+def _one(rd: RunDir, heading: str = "#", plots: bool = True) -> tuple[str, dict]:
     cands = rd.candidates()
     s = _summary(rd)
-    plots = _plots(rd, cands, rd.path / "plots")
+    want_plots = plots
+    plots = _plots(rd, cands, rd.path / "plots") if want_plots else []
     lines = [f"{heading} Agent run: {s.get('task')}", "",
              f"status: **{s.get('status')}** ({s.get('reason', '')}); {len(cands)} candidates, "
              f"{s.get('tokens', 0)} tokens, {s.get('elapsed_s', 0)} s", ""]
@@ -113,24 +114,25 @@ def _one(rd: RunDir, heading: str = "#") -> tuple[str, dict]:
         lines.append("")
     for f in plots:
         lines.append(f"![{f}](plots/{f})")
-    if not plots and cands:
+    if not plots and cands and want_plots:
         lines.append("(no plots: matplotlib is not installed; install the 'agent' extra)")
     return "\n".join(lines) + "\n", s
 
 
-def write_report(path: str | Path) -> Path:
-    """Write RUN/report.md (and RUN/plots/*.png; per task for a folder of runs); returns the report's path."""
+def write_report(path: str | Path, plots: bool = True) -> Path:
+    """Write RUN/report.md (and RUN/plots/*.png unless `plots` is False; per task for a folder of runs);
+    returns the report's path."""
     path = Path(path)
     dirs = run_dirs(path)
     if not dirs:
         raise FileNotFoundError(f"{path} holds no agent run (no run.json)")
     if dirs == [path]:
-        text, _ = _one(RunDir(path))
+        text, _ = _one(RunDir(path), plots=plots)
         (path / "report.md").write_text(text)
         return path / "report.md"
     sums = []
     for d in dirs:
-        text, s = _one(RunDir(d))
+        text, s = _one(RunDir(d), plots=plots)
         (d / "report.md").write_text(text)
         sums.append({**s, "dir": d.name})
     lines = ["# Agent runs", "", "| task | level | status | candidates | rejected before GPU | best reward | note |",

@@ -32,18 +32,23 @@ ACTIVATIONS = {
     "gelu_tanh": "{v} * (tanh(({v} + {v} * {v} * {v} * 0.044715) * 0.7978845608028654) + 1.0) * 0.5",
     "hardtanh": "min(max({v}, -1.0), 1.0)",
 }
-UNSUPPORTED_REASONS = {
-    "gelu": "exact GELU needs erf, which the language's math functions (semantics.FLOAT_UNARY) do not have",
-    "cumsum": "a prefix sum needs a lane-predicated add after shfl_up (out-of-range lanes keep their own "
-              "value); the language has no per-lane select of fragment values, so no template expresses a scan",
-    "avg_pool1d": "pooling windows need a reshape of the loaded tile into (window, outputs) whose tags the "
-                  "output contract can name; no pooling template exists yet",
-    "max_pool2d": "pooling windows need a reshape of the loaded tile into (window, outputs) whose tags the "
-                  "output contract can name; no pooling template exists yet",
-}
+# operators no template expresses, with the reason (none at present: a GEMM followed by a row
+# operation is refused in `plan`, with its reason)
+UNSUPPORTED_REASONS: dict[str, str] = {}
+POOLS = {"avg_pool1d": 1, "max_pool2d": 2}  # the pooling operators the pool template expresses: pooled axes
+# exact (erf) GELU: the language has no erf, so erf(|x| / sqrt 2) is Abramowitz and Stegun's 7.1.26
+# (absolute error at most 1.5e-7, under the f32 tolerance of the numerical test, which still checks
+# every candidate against torch's exact GELU); gelu(x) = (x + |x| erf(|x| / sqrt 2)) / 2
+GELU_ERF = [
+    "g1 = abs({v})",
+    "g2 = recip(g1 * 0.23164188826636045 + 1.0)",  # t = 1 / (1 + p z), z = |x| / sqrt 2, p = 0.3275911
+    "g3 = ((((g2 * 1.061405429 - 1.453152027) * g2 + 1.421413741) * g2 - 0.284496736) * g2 + 0.254829592) * g2",
+    "g4 = ({v} + g1 * (1.0 - g3 * exp({v} * {v} * -0.5))) * 0.5",  # exp(-z^2) = exp(-x^2 / 2)
+]
+GEMM_ROW_OPS = ("sum", "mean", "layer_norm", "rms_norm")  # row operations after a GEMM that padding zeros leave right
 ROW_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "amax", "mean")
 MATMULS = ("matmul", "matmul_ta", "matmul_tb", "bmm")
-EPILOGUE = (*ACTIVATIONS, "bias", "add", "scale")
+EPILOGUE = (*ACTIVATIONS, "gelu", "bias", "add", "scale")
 
 DEFAULT_TILE = [128, 64, 16, 8, 4]  # (BM, BN, BK, TM, TN): gemm_simt's, the fastest measured on the H200
 
@@ -58,6 +63,7 @@ class Family:
     scale: float | None = None
     defaults: dict = attrs.field(factory=dict)  # the knobs this template turns, with their default values
     restrict: dict = attrs.field(factory=dict)  # knob -> the only values this instance supports
+    window: int = 0  # pooling: the window, equal to the stride
 
     def knobs(self, kb=None) -> dict[str, tuple[str, list]]:
         """knob -> (knowledge-base technique, values): the bandit's arms for this family."""
@@ -78,7 +84,8 @@ class Family:
 RESERVED = {"a", "b", "acc", "ga", "gb", "bv", "dv", "xs", "ys", "m0", "n0", "r0", "kt", "k0", "z", "r", "c0",
             "sA", "sB", "s", "nk", "KT", "VEC", "A_COPY", "B_COPY", "STAGES", "e", "m", "mean", "var", "ms",
             "out", "C", "M", "N", "K", "Bt", "RUNS", "BLOCK",
-            "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T", "V", "CH"} | {f"y{i}" for i in range(1, 10)}
+            "COLS", "ROWS", "BM", "BN", "BK", "TM", "TN", "T", "V", "CH", "i0", "j0", "bb", "v", "carry",
+            "LANES", "ROW"} | {f"y{i}" for i in range(1, 10)} | {f"g{i}" for i in range(1, 5)}
 
 
 def _ident(name: str) -> str:
@@ -108,6 +115,19 @@ def plan(ops: tuple, task) -> Family:
     scale = _scale_of(task)
     if ops and ops[0] in MATMULS:
         rest = ops[1:]
+        if ops[0] == "matmul" and len(rest) == 1 and rest[0] in GEMM_ROW_OPS:
+            n = task.input_shapes[1][1]
+            cols = _pow2_at_least(max(128, int(task.sizes.get(n, 0) if isinstance(n, str) else n)))
+            if cols > 1024:
+                raise NotExpressible(f"matmul followed by {rest[0]}: rows of {cols} columns; the GEMM-then-row "
+                                     "template keeps a whole row of C in one warp's registers (at most 1024)")
+            return Family("gemmrow", name, args, ranks, ops, scale, defaults={"cols": cols})
+        if ops[0] == "matmul" and len(rest) == 1 and rest[0] in ("softmax", "log_softmax", "amax"):
+            raise NotExpressible(f"matmul followed by {rest[0]}: the GEMM-then-row template holds whole rows of C "
+                                 "padded to a power of two, and the padding (zeros) would enter the row's sum of "
+                                 "exponentials (softmax) or its max (amax); the language has no per-value select to "
+                                 "exclude it (the plain row template loads with "
+                                 "other=-inf, which a GEMM result cannot)")
         bad = [o for o in rest if o not in EPILOGUE]
         if bad:
             raise NotExpressible(f"{ops[0]} followed by {bad[0]}: a row reduction or normalisation after a GEMM "
@@ -119,7 +139,7 @@ def plan(ops: tuple, task) -> Family:
         return Family("gemm", name, args, ranks, ops, scale,
                       defaults={"tile": DEFAULT_TILE, "unroll": 0, "stages": 0},
                       restrict={} if plain else {"stages": [0]})
-    if ops and all(o in ACTIVATIONS or o in ("scale", "add") for o in ops):
+    if ops and all(o in ACTIVATIONS or o in ("scale", "add", "gelu") for o in ops):
         if not all(r == ranks[0] for r in ranks) or ranks[0] != 2:
             raise NotExpressible("the elementwise template takes 2-D inputs of one shape")
         return Family("elementwise", name, args, ranks, ops, scale, defaults={"vec": 4})
@@ -136,9 +156,64 @@ def plan(ops: tuple, task) -> Family:
         if ranks != [2]:
             raise NotExpressible("the column template takes one 2-D input")
         return Family("colreduce", name, args, ranks, ops, scale, defaults={"vec": 1})
+    if len(ops) == 1 and ops[0] in POOLS:
+        window = _pool_window(task, ops[0])
+        if ranks != [POOLS[ops[0]] + 2]:
+            axes = "length" if POOLS[ops[0]] == 1 else "H, W"
+            raise NotExpressible(f"the pool template takes one [batch, channels, {axes}] input")
+        return Family("pool", name, args, ranks, ops, scale, defaults={"threads": 128}, window=window)
+    if ops == ("cumsum",):
+        _scan_axis(task, ranks)
+        return Family("scan", name, args, ranks, ops, scale, defaults={"rows": 4})
     if ops == ("transpose",):
         return Family("transpose", name, args, ranks, ops, scale, defaults={"swizzle": 1})
     raise NotExpressible(f"no template for the operator chain {' -> '.join(ops) or '(empty)'}")
+
+
+def _scan_axis(task, ranks: list) -> None:
+    """The scan template takes one 2-D input scanned along its last axis (`torch.cumsum(x, dim=1)`)."""
+    import ast
+
+    calls = [n for n in ast.walk(ast.parse(task.source)) if isinstance(n, ast.Call)
+             and getattr(n.func, "attr", getattr(n.func, "id", None)) == "cumsum"]
+    dims = []
+    for c in calls:
+        given = c.args[1:2] + [kw.value for kw in c.keywords if kw.arg == "dim"]
+        try:
+            dims.append(ast.literal_eval(given[0]) if given else None)
+        except ValueError:
+            dims.append(None)
+    if ranks != [2] or len(dims) != 1 or dims[0] not in (1, -1):
+        raise NotExpressible("the scan template takes one 2-D input scanned along its last axis "
+                             "(torch.cumsum(x, dim=1))")
+
+
+def _pool_window(task, op: str) -> int:
+    """The window of the task's pooling call (`F.avg_pool1d(x, 4, 4)`), read from its syntax tree: it
+    must equal the stride (no overlap) and have no padding, dilation or ceil mode."""
+    import ast
+
+    calls = [n for n in ast.walk(ast.parse(task.source)) if isinstance(n, ast.Call)
+             and getattr(n.func, "attr", getattr(n.func, "id", None)) == op]
+    if len(calls) != 1:
+        raise NotExpressible(f"{op}: the pool template reads the window from one {op}(...) call in the task")
+    call = calls[0]
+    names = ["input", "kernel_size", "stride", "padding"]
+    given = {names[i]: a for i, a in enumerate(call.args[:4])}
+    given.update({kw.arg: kw.value for kw in call.keywords})
+    try:
+        vals = {k: ast.literal_eval(v) for k, v in given.items() if k != "input"}
+    except ValueError:
+        raise NotExpressible(f"{op}: the window, stride and padding must be literal integers") from None
+    k = vals.get("kernel_size")
+    s = vals.get("stride", k)
+    if (not isinstance(k, int) or s != k or vals.get("padding", 0) != 0 or vals.get("dilation", 1) != 1
+            or any(o in vals and vals[o] is not False for o in ("ceil_mode", "return_indices"))):
+        raise NotExpressible(f"{op}: the pool template takes square non-overlapping windows (stride = window, no "
+                             f"padding, dilation or ceil mode); the task has {vals}")
+    if not 1 < k <= 8:
+        raise NotExpressible(f"{op}: windows of 2 to 8 elements per axis (the task has {k})")
+    return k
 
 
 def _pow2_at_least(n: int) -> int:
@@ -156,6 +231,10 @@ def _epilogue(ops, scale, v: str, lines: list, extra: dict, indent="    ") -> st
             expr = f"{v} + {extra[op]}"
         elif op == "scale":
             expr = f"{v} * {scale!r}"
+        elif op == "gelu":
+            *steps, last = (g.format(v=v) for g in GELU_ERF)
+            lines += [f"{indent}{st}" for st in steps]
+            expr = last.split(" = ", 1)[1]
         else:
             expr = ACTIVATIONS[op].format(v=v)
         n += 1
@@ -168,7 +247,121 @@ def _epilogue(ops, scale, v: str, lines: list, extra: dict, indent="    ") -> st
 def render(f: Family, knobs: dict | None = None) -> str:
     k = {**f.defaults, **(knobs or {})}
     return {"elementwise": _elementwise, "rowwise": _rowwise, "gemm": _gemm, "transpose": _transpose,
-            "colreduce": _colreduce}[f.name](f, k)
+            "colreduce": _colreduce, "pool": _pool, "scan": _scan, "gemmrow": _gemmrow}[f.name](f, k)
+
+
+def _gemmrow(f: Family, k: dict) -> str:
+    """A GEMM whose block computes whole rows of C (8 rows, one warp each, a row padded to COLS
+    columns held as the row template holds it), then the row operation on the registers. The
+    padding columns are zeros (B's masked loads), which sums and squares ignore."""
+    a, b = f.args[0], f.args[1]
+    op = f.ops[1]
+    reduce_out = op in ("sum", "mean")
+    warp = "scope=warp, lanes=0b11111"
+    lines = [
+        f"# matmul -> {op}: each block computes 8 whole rows of C (one warp per row, lane l holds columns"
+        " 4 l + 128 c + e), k-tiles of B staged through shared memory, then the row operation in registers",
+        f"kernel {f.kernel}<COLS={int(k['cols'])}, BK=8>({a}: f32[M, K], {b}: f32[K, N]) -> out: "
+        f"{'f32[M]' if reduce_out else 'f32[M, N]'}:",
+        "    requires N <= COLS",
+        "    grid(cdiv(M, 8))",
+        "    block(256)",
+        f"    tag {a}[i, k] = (i, k)",
+        f"    tag {b}[k, j] = (k, j)",
+        "    tag out[i] = (i,) once" if reduce_out else "    tag out[i, j] = (i, j) once",
+        "    r0 = block_id.x * 8",
+        "    sB = shared(f32[BK, COLS])",
+        "    ROW = ((32, 8), (4, COLS // 128)):((4, COLS), (1, 128))",
+        "    acc = zeros(f32[8, COLS], tv=ROW)",
+        "    for kt in range(cdiv(K, BK)):",
+        "        k0 = kt * BK",
+        f"        gb = load({b}[k0 : k0 + BK, 0 : COLS], tv=(256, (4, BK * COLS // 1024)):(4, (1, 1024)), mask=True)",
+        "        store(sB, gb)",
+        "        barrier()",
+        f"        a = load({a}[r0 : r0 + 8, k0 : k0 + BK], tv=((32, 8), BK):((0, BK), 1), mask=True)",
+        "        b = load(sB, tv=((32, 8), (4, COLS // 128, BK)):((4, 0), (1, 128, COLS)))",
+        "        acc = mma(a, b, acc)",
+        "        barrier()",
+    ]
+    full = "out[r0 : r0 + 8, 0 : COLS]"
+    if op == "layer_norm":
+        lines += [f"    mean = reduce_sum(acc, axis=1, {warp}) / N",
+                  f"    var = reduce_sum(acc * acc, axis=1, {warp}) / N - mean * mean",
+                  f"    store({full}, (acc - mean) * rsqrt(var + 0.00001), mask=True)"]
+    elif op == "rms_norm":
+        lines += [f"    ms = reduce_sum(acc * acc, axis=1, {warp}) / N",
+                  f"    store({full}, acc * rsqrt(ms + 0.00001), mask=True)"]
+    else:
+        lines.append(f"    s = reduce_sum(acc, axis=1, {warp})")
+        res = "s / N" if op == "mean" else "s"
+        lines.append(f"    store(out[r0 : r0 + 8], reshape({res}, 8), mask=True, where=lane_id == 0)")
+    return "\n".join(lines) + "\n"
+
+
+def _scan(f: Family, k: dict) -> str:
+    """Inclusive prefix sum of each row: one warp per row walks it 32 columns at a time; a
+    Hillis-Steele scan over the lanes (shfl_up by 1, 2, 4, 8, 16; a lane below the distance adds
+    nothing: its shuffled value is multiplied by min(lane_id // d, 1) = 0), then the running total of
+    the earlier chunks (lane 31's sum, broadcast by shfl_idx) is added."""
+    x = f.args[0]
+    lines = [
+        "# inclusive prefix sum of each row: one warp per row, 32 columns per step, a shuffle scan over the lanes",
+        f"kernel {f.kernel}<ROWS={int(k['rows'])}>({x}: f32[M, N]) -> out: f32[M, N]:",
+        "    grid(cdiv(M, ROWS))",
+        "    block(32 * ROWS)",
+        f"    tag {x}[i, j] = (i,)                 # a scan combines a row's elements: the row is the tag",
+        "    tag out[i, j] = (i,) once",
+        "    r0 = block_id.x * ROWS",
+        "    LANES = ((32, ROWS), 1):((1, 32), 0)",
+        "    carry = zeros(f32[ROWS, 32], tv=LANES)",
+        "    for c0 in range(0, N, 32):",
+        f"        v = load({x}[r0 : r0 + ROWS, c0 : c0 + 32], tv=LANES, mask=True)",
+    ]
+    for d in (1, 2, 4, 8, 16):
+        lines.append(f"        v = v + shfl_up(v, {d}) * min(lane_id // {d}, 1)")
+    lines += [
+        "        v = v + carry",
+        "        store(out[r0 : r0 + ROWS, c0 : c0 + 32], v, mask=True)",
+        "        carry = shfl_idx(v, 31)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _pool(f: Family, k: dict) -> str:
+    """Non-overlapping pooling: thread t owns output element j0 + t; its window's values are one run
+    (1-D) or K runs of one row each (2-D) of the loaded tile, reshaped so the window is its own axes."""
+    t, w, x = int(k["threads"]), f.window, f.args[0]
+    if f.ops[0] == "avg_pool1d":
+        return "\n".join([
+            f"# average pooling, window {w} = stride: thread t averages the {w} consecutive inputs of output j0 + t",
+            f"kernel {f.kernel}<T={t}, K={w}>({x}: f32[B, C, L]) -> out: f32[B, C, LO]:",
+            "    requires K * LO <= L and L < K * LO + K        # LO = floor(L / K), as PyTorch (a tail is dropped)",
+            "    grid(cdiv(LO, T), C, B)",
+            "    block(T)",
+            f"    tag {x}[b, c, l] = (l // K, l % K, b, c)",
+            "    tag out[b, c, j] = (j, b, c) once",
+            "    j0 = block_id.x * T",
+            f"    xs = load({x}[block_id.z, block_id.y, K * j0 : K * j0 + K * T], tv=(T, K):(K, 1), mask=True)",
+            "    s = reduce_sum(reshape(xs, T, K), axis=1)",
+            f"    store(out[block_id.z, block_id.y, j0 : j0 + T], reshape(s / {float(w)!r}, T), mask=True)",
+        ]) + "\n"
+    return "\n".join([
+        f"# max pooling, {w}x{w} windows = stride: thread t owns output column j0 + t of output row block_id.y,"
+        " one batch after another",
+        f"kernel {f.kernel}<T={t}, K={w}>({x}: f32[B, C, H, W]) -> out: f32[B, C, HO, WO]:",
+        "    requires K * HO <= H and H < K * HO + K and K * WO <= W and W < K * WO + K   # floor, as PyTorch",
+        "    grid(cdiv(WO, T), HO, C)",
+        "    block(T)",
+        f"    tag {x}[b, c, h, w] = (h % K, w // K, w % K, h // K, b, c)",
+        "    tag out[b, c, i, j] = (j, i, b, c) once",
+        "    i0 = block_id.y",
+        "    j0 = block_id.x * T",
+        "    for bb in range(B):",
+        f"        xs = load({x}[bb, block_id.z, K * i0 : K * i0 + K, K * j0 : K * j0 + K * T], "
+        "tv=(T, (K, K)):(K, (1, K * T)), mask=True, other=-inf)",
+        "        m = reduce_max(reduce_max(reshape(xs, K, T, K), axis=2), axis=0)",
+        "        store(out[bb, block_id.z, i0, j0 : j0 + T], reshape(m, T), mask=True)",
+    ]) + "\n"
 
 
 def _colreduce(f: Family, k: dict) -> str:

@@ -74,7 +74,7 @@ def test_every_knob_value_renders_a_kernel_the_front_end_accepts():
     from argus_verify.frontend import compile_source
 
     for name in ("level2/02_gemm_bias_relu", "level1/09_relu", "level1/18_softmax", "level1/27_transpose",
-                 "level1/25_sum_cols"):
+                 "level1/25_sum_cols", "level1/28_avg_pool1d", "level1/29_max_pool2d"):
         t = read_task(ROOT / "tasks" / f"{name}.py")
         fam = plan(t.declared_ops, t)
         for knob, (_, values) in fam.knobs().items():

@@ -33,11 +33,27 @@ def test_wrong_kernel_fails_on_the_gpu_and_one_worker_per_gpu():
     path = ROOT / "tasks" / "level1" / "09_relu.py"
     t = read_task(path)
     src = render(plan(t.declared_ops, t)).replace("max(xs, 0.0)", "xs")
-    ex = LocalExecutor(timeout_s=300)
+    ex = LocalExecutor(timeout_s=300, cpu_workers=1)  # verification on the GPU worker: one slot per GPU
     try:
-        assert ex.slots == max(1, gpu_count())
+        assert not ex.two_phase and ex.slots == max(1, gpu_count())
         (r,) = ex.map([{"source": src, "task": str(path), "backend": "cuda", "bench": True,
                         "checks": check_plan(t, "cuda")}])
     finally:
         ex.close()
     assert r["verdict"] == "wrong" and "bench" not in r
+
+
+def test_two_phases_on_the_gpu_verified_first_then_checked_and_timed():
+    path = ROOT / "tasks" / "level1" / "18_softmax.py"
+    t = read_task(path)
+    good = render(plan(t.declared_ops, t))
+    ex = LocalExecutor(timeout_s=300, cpu_workers=2)
+    try:
+        assert ex.two_phase and ex.backend == "cuda"
+        req = {"task": str(path), "backend": "cuda", "bench": True, "checks": check_plan(t, "cuda")}
+        ok, broken = ex.map([{**req, "source": good}, {**req, "source": good + "    store(\n"}])
+    finally:
+        ex.close()
+    assert ok["verdict"] == "pass" and ok["stage"] == "bench" and ok["verification"]["proved"] > 0, ok.get("feedback")
+    assert ok["verify_seconds"] > 0 and ok["gpu_seconds"] > 0 and ok["runs"][-1]["sizes"] == t.sizes
+    assert broken["verdict"] == "check-error" and "gpu_seconds" not in broken
