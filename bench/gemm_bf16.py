@@ -9,13 +9,22 @@ time it (CUDA events, median of --reps, inputs rotated against the L2) next to t
 same bf16 inputs (cuBLAS, bf16 output) timed the same way in the same run. Our kernel writes f32;
 the FLOP count is 2 M N K for both. One failing variant does not stop the others.
 
+Verification does not depend on the sizes (M, N, K are symbolic), so each variant is proved once
+on the CPU machine (`python bench/gemm_bf16.py --record-verification`, minutes for the large
+tiles) and the result is kept in bench/gemm_bf16_verified.json together with the SHA-256 of the
+spec text; on the GPU machine a variant is timed only when its record is present and the spec's
+hash matches (else it is verified there, or skipped with --no-verify-missing). Correctness is
+checked for every variant on a ragged shape (masks, scalar fallbacks) and at the first timed
+shape; --budget-s stops starting new work before the queue's time limit.
+
 Output: a short table on stdout and `gemm_bf16.json` + `gemm_bf16.log` in --out (default $OUT,
-else bench-out); the PTX of every variant in `gemm_bf16.ptx`.
+else bench-out); the PTX of every variant in `gemm_bf16.ptx`, the cubins in cubin/.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -27,16 +36,68 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "specs" / "gemm_bf16_mma.arg"
+RECORD = ROOT / "bench" / "gemm_bf16_verified.json"
+RAGGED = (1000, 1064, 1000)  # masked edges in every dimension; K not a multiple of BK
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096)]
 
 VARIANTS = [
-    # (label, compile-time constants)
-    ("defaults 64x64x32 4 stages", {}),
-    ("128x64x32 4 stages", {"BM": 128, "BN": 64}),
-    ("64x128x32 4 stages", {"BM": 64, "BN": 128}),
-    ("128x128x32 3 stages", {"BM": 128, "BN": 128, "STAGES": 3}),
+    # (label, compile-time constants); warps = WARPS_M x WARPS_N (default 2 x 2)
+    ("defaults 64x64x32 4st 2x2w", {}),
+    ("128x64x32 4st 2x2w", {"BM": 128, "BN": 64}),
+    ("128x128x32 4st 2x4w", {"BM": 128, "BN": 128, "WARPS_N": 4}),
+    ("128x128x32 4st 4x2w", {"BM": 128, "BN": 128, "WARPS_M": 4}),
+    ("128x128x64 3st 2x4w", {"BM": 128, "BN": 128, "BK": 64, "STAGES": 3, "WARPS_N": 4}),
+    ("128x256x32 3st 2x4w", {"BM": 128, "BN": 256, "STAGES": 3, "WARPS_N": 4}),
+    ("256x128x32 3st 4x2w", {"BM": 256, "BN": 128, "STAGES": 3, "WARPS_M": 4}),
+    ("128x64x64 3st 2x2w", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3}),
+    ("128x128x32 4st 2x2w", {"BM": 128, "BN": 128}),
 ]
+
+
+def spec_hash() -> str:
+    return hashlib.sha256(SPEC.read_bytes()).hexdigest()
+
+
+def consts_key(consts: dict) -> str:
+    return json.dumps(dict(sorted(consts.items())))
+
+
+def load_record() -> dict:
+    return json.loads(RECORD.read_text()) if RECORD.is_file() else {}
+
+
+def verify_variant(consts: dict, timeout_s: float) -> dict:
+    """Prove one instantiation; the summary kept in the record."""
+    from argus_verify import smt
+    from argus_verify.frontend import compile_file
+
+    kernel = compile_file(SPEC, consts)
+    t0 = time.time()
+    rep = smt.verify(kernel, timeout_s=timeout_s)
+    counts: dict = {}
+    for r in rep.results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return {"consts": consts, "spec_sha256": spec_hash(), "obligations": len(rep.results), "counts": counts,
+            "contract": any(r.obligation == "output-contract" and r.status == "proved" for r in rep.results),
+            "seconds": round(time.time() - t0, 1), "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "not_proved": [f"{r.status} {r.obligation} line {r.location.line}" for r in rep.results
+                           if r.status != "proved"]}
+
+
+def record_verification(indices, timeout_s: float) -> int:
+    """CPU side: verify the chosen variants and merge the results into RECORD."""
+    rec = load_record()
+    bad = 0
+    for i in indices:
+        label, consts = VARIANTS[i]
+        entry = verify_variant(consts, timeout_s)
+        rec[consts_key(consts)] = entry
+        RECORD.write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
+        ok = not entry["not_proved"]
+        bad += not ok
+        print(f"{label}: {entry['counts']} in {entry['seconds']} s{'' if ok else '  NOT PROVED'}", flush=True)
+    return 1 if bad else 0
 
 
 class Log:
@@ -72,33 +133,48 @@ class Bench:
         cuda.ensure_context()
         self.rows: list[dict] = []
         self.ptx: list[str] = []
+        self.compiled: dict = {}
+        self.checked: set = set()
+        self.record = load_record()
+        self.spec_sha = spec_hash()
+        self.out = Path(args.out)
+        self.t_start = time.time()
 
     def compile(self, consts: dict):
         from argus_verify.frontend import compile_file
         from argus_verify.lowering import ptxas
         from argus_verify.lowering.ptx import lower
 
+        key = consts_key(consts)
+        if key in self.compiled:
+            return self.compiled[key]
         kernel = compile_file(SPEC, consts)
-        if self.args.verify:
-            from argus_verify import smt
-
-            t0 = time.time()
-            rep = smt.verify(kernel, timeout_s=self.args.verify_timeout)
-            bad = [r for r in rep.results if r.status in ("violated", "unknown")]
-            warn = [r for r in rep.results if r.status == "warning"]
-            self.log(f"  verify: {len(rep.results) - len(bad) - len(warn)} proved, {len(bad)} violated/unknown, "
-                     f"{len(warn)} warnings ({time.time() - t0:.0f} s)")
-            for r in bad + warn:
-                self.log(f"    {r.status} {r.obligation} line {r.location.line}: {r.message}")
-            if bad:
-                raise RuntimeError("not verified: " + "; ".join(f"{r.obligation} {r.status}" for r in bad))
+        entry = self.record.get(key)
+        if entry is not None and entry["spec_sha256"] == self.spec_sha:
+            if entry["not_proved"] or not entry["contract"]:
+                raise RuntimeError("recorded verification failed: " + "; ".join(entry["not_proved"]))
+            self.log(f"  verified on {entry['date']} (CPU, {entry['seconds']} s): {entry['counts']}, "
+                     f"{entry['obligations']} obligations incl. the contract; spec hash matches")
+        elif self.args.verify_missing:
+            entry = verify_variant(consts, self.args.verify_timeout)
+            self.log(f"  verify here: {entry['counts']} ({entry['seconds']} s)")
+            if entry["not_proved"]:
+                raise RuntimeError("not verified: " + "; ".join(entry["not_proved"]))
+        else:
+            raise RuntimeError("no verification record for this spec text and these constants (skipped)")
         lk = lower(kernel)
-        _, report = ptxas.assemble_cubin(lk.ptx)
+        cubin, report = ptxas.assemble_cubin(lk.ptx)
         st = report[lk.entry]
+        tag = "_".join(f"{k}{v}" for k, v in sorted(consts.items())) or "defaults"
+        (self.out / "cubin").mkdir(exist_ok=True)
+        (self.out / "cubin" / f"gemm_bf16_mma_{tag}.cubin").write_bytes(cubin)
         self.ptx.append(f"// ===== gemm_bf16_mma {consts}\n{lk.ptx}")
         self.log(f"  ptxas: {st.registers} registers, spills {st.spill_stores}/{st.spill_loads} bytes, "
-                 f"smem {lk.shared_bytes} B")
-        return kernel, lk, st
+                 f"smem {lk.shared_bytes} B, block {kernel.block} threads")
+        err = self.check(kernel, *RAGGED)
+        self.log(f"  correct at {RAGGED[0]}x{RAGGED[1]}x{RAGGED[2]} (ragged): rel error {err:.2e}")
+        self.compiled[key] = (kernel, lk, st)
+        return self.compiled[key]
 
     def check(self, kernel, m, n, k) -> float:
         """Relative error (2-norm) against the float64 product of the same bf16 inputs."""
@@ -139,8 +215,10 @@ class Bench:
         from argus_verify.pipeline import bench_cuda
 
         kernel, lk, st = self.compile(consts)
-        err = self.check(kernel, m, n, k)
-        self.log(f"  correct: rel error {err:.2e}")
+        err = None
+        if (m, n, k) == self.args.shapes[0]:
+            err = self.check(kernel, m, n, k)
+            self.log(f"  correct: rel error {err:.2e}")
         t = bench_cuda(kernel, {"M": m, "N": n, "K": k}, warmup=self.args.warmup, reps=self.args.reps,
                        inputs=bf16_inputs(m, n, k, 1))
         tf = 2 * m * n * k / (t.median_ms * 1e-3) / 1e12
@@ -153,6 +231,10 @@ class Bench:
                           "spread": t.spread, "consts": consts, "status": "ok"})
 
     def guard(self, label, fn):
+        if time.time() - self.t_start > self.args.budget_s:
+            self.log(f"== {label}: skipped (budget of {self.args.budget_s:g} s spent)")
+            self.rows.append({"kernel": label, "status": "skipped", "error": "time budget"})
+            return
         self.log(f"== {label}")
         t0 = time.time()
         try:
@@ -164,16 +246,17 @@ class Bench:
         self.log(f"  ({time.time() - t0:.1f} s)")
 
     def table(self) -> str:
-        head = f"{'kernel':36} {'shape':18} {'median ms':>10} {'TFLOP/s':>9} {'cuBLAS':>8} {'ratio':>6} {'regs':>5}"
+        head = (f"{'kernel':36} {'shape':18} {'median ms':>10} {'TFLOP/s':>9} {'cuBLAS':>8} {'ratio':>6} "
+                f"{'regs':>5} {'spill':>5} {'smem':>6}")
         out = [head, "-" * len(head)]
         for r in self.rows:
             if r.get("status") != "ok":
-                out.append(f"{r['kernel'][:36]:36} ERROR {r.get('error', '')[:70]}")
+                out.append(f"{r['kernel'][:36]:36} {r['status'].upper()} {r.get('error', '')[:70]}")
                 continue
             base = f"{r['baseline_tflops']:.1f}" if r.get("baseline_tflops") else ""
             ratio = f"{r['ratio']:.3f}" if r.get("ratio") else ""
             out.append(f"{r['kernel'][:36]:36} {r['shape']:18} {r['ms']:10.3f} {r['tflops']:9.1f} {base:>8} "
-                       f"{ratio:>6} {r.get('registers', ''):>5}")
+                       f"{ratio:>6} {r.get('registers', ''):>5} {r.get('spills', ''):>5} {r.get('smem', ''):>6}")
         return "\n".join(out)
 
 
@@ -190,10 +273,17 @@ def main(argv=None) -> int:
                     help="indices into VARIANTS (default: all)")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
-                    help="verify each variant before timing it (default on)")
-    ap.add_argument("--verify-timeout", type=float, default=60.0)
+    ap.add_argument("--verify-missing", action=argparse.BooleanOptionalAction, default=True,
+                    help="verify here a variant with no (current) record in bench/gemm_bf16_verified.json "
+                         "(default on; off: skip it)")
+    ap.add_argument("--verify-timeout", type=float, default=300.0)
+    ap.add_argument("--record-verification", action="store_true",
+                    help="CPU side: verify the chosen variants, write bench/gemm_bf16_verified.json, exit")
+    ap.add_argument("--budget-s", type=float, default=1e9, help="start no new measurement after this many s")
     args = ap.parse_args(argv)
+    if args.record_verification:
+        return record_verification(args.variants if args.variants is not None else range(len(VARIANTS)),
+                                   args.verify_timeout)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log = Log(out / "gemm_bf16.log")
