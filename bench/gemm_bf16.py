@@ -41,8 +41,11 @@ RAGGED = (1000, 1064, 1000)  # masked edges in every dimension; K not a multiple
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096)]
 
+# the same spec before the ldmatrix of a k-tile moved ahead of the next stage's copies (A/B)
+COPIES_FIRST = ROOT / "bench" / "gemm_bf16_mma_copies_first.arg"
+
 VARIANTS = [
-    # (label, compile-time constants); warps = WARPS_M x WARPS_N (default 2 x 2)
+    # (label, compile-time constants[, spec]); warps = WARPS_M x WARPS_N (default 2 x 2)
     ("defaults 64x64x32 4st 2x2w", {}),
     ("128x64x32 4st 2x2w", {"BM": 128, "BN": 64}),
     ("128x128x32 4st 2x4w", {"BM": 128, "BN": 128, "WARPS_N": 4}),
@@ -52,33 +55,50 @@ VARIANTS = [
     ("256x128x32 3st 4x2w", {"BM": 256, "BN": 128, "STAGES": 3, "WARPS_M": 4}),
     ("128x64x64 3st 2x2w", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3}),
     ("128x128x32 4st 2x2w", {"BM": 128, "BN": 128}),
+    ("128x256x32 4st 2x4w", {"BM": 128, "BN": 256, "WARPS_N": 4}),
+    ("256x128x32 4st 4x2w", {"BM": 256, "BN": 128, "WARPS_M": 4}),
+    ("128x128x64 4st 2x4w", {"BM": 128, "BN": 128, "BK": 64, "WARPS_N": 4}),
+    ("128x256x64 4st 2x4w", {"BM": 128, "BN": 256, "BK": 64, "WARPS_N": 4}),
+    # 13..: copies first (the order before), same tiles
+    ("cf 128x64x32 4st 2x2w", {"BM": 128, "BN": 64}, COPIES_FIRST),
+    ("cf 128x128x32 4st 2x4w", {"BM": 128, "BN": 128, "WARPS_N": 4}, COPIES_FIRST),
+    ("cf 128x128x32 4st 4x2w", {"BM": 128, "BN": 128, "WARPS_M": 4}, COPIES_FIRST),
+    ("cf 128x256x32 4st 2x4w", {"BM": 128, "BN": 256, "WARPS_N": 4}, COPIES_FIRST),
+    ("cf 256x128x32 4st 4x2w", {"BM": 256, "BN": 128, "WARPS_M": 4}, COPIES_FIRST),
+    ("cf 128x128x64 4st 2x4w", {"BM": 128, "BN": 128, "BK": 64, "WARPS_N": 4}, COPIES_FIRST),
 ]
 
 
-def spec_hash() -> str:
-    return hashlib.sha256(SPEC.read_bytes()).hexdigest()
+def variant(i: int) -> tuple:
+    label, consts, *rest = VARIANTS[i]
+    return label, consts, (rest[0] if rest else SPEC)
 
 
-def consts_key(consts: dict) -> str:
-    return json.dumps(dict(sorted(consts.items())))
+def spec_hash(spec: Path = SPEC) -> str:
+    return hashlib.sha256(spec.read_bytes()).hexdigest()
+
+
+def record_key(consts: dict, spec: Path = SPEC) -> str:
+    return (spec.stem + " " if spec != SPEC else "") + json.dumps(dict(sorted(consts.items())))
 
 
 def load_record() -> dict:
     return json.loads(RECORD.read_text()) if RECORD.is_file() else {}
 
 
-def verify_variant(consts: dict, timeout_s: float) -> dict:
+def verify_variant(consts: dict, timeout_s: float, spec: Path = SPEC) -> dict:
     """Prove one instantiation; the summary kept in the record."""
     from argus_verify import smt
     from argus_verify.frontend import compile_file
 
-    kernel = compile_file(SPEC, consts)
+    kernel = compile_file(spec, consts)
     t0 = time.time()
     rep = smt.verify(kernel, timeout_s=timeout_s)
     counts: dict = {}
     for r in rep.results:
         counts[r.status] = counts.get(r.status, 0) + 1
-    return {"consts": consts, "spec_sha256": spec_hash(), "obligations": len(rep.results), "counts": counts,
+    return {"spec": str(spec.relative_to(ROOT)), "consts": consts, "spec_sha256": spec_hash(spec),
+            "obligations": len(rep.results), "counts": counts,
             "contract": any(r.obligation == "output-contract" and r.status == "proved" for r in rep.results),
             "seconds": round(time.time() - t0, 1), "date": time.strftime("%Y-%m-%d", time.gmtime()),
             "not_proved": [f"{r.status} {r.obligation} line {r.location.line}" for r in rep.results
@@ -87,12 +107,12 @@ def verify_variant(consts: dict, timeout_s: float) -> dict:
 
 def record_verification(indices, timeout_s: float) -> int:
     """CPU side: verify the chosen variants and merge the results into RECORD."""
-    rec = load_record()
     bad = 0
     for i in indices:
-        label, consts = VARIANTS[i]
-        entry = verify_variant(consts, timeout_s)
-        rec[consts_key(consts)] = entry
+        label, consts, spec = variant(i)
+        entry = verify_variant(consts, timeout_s, spec)
+        rec = load_record()
+        rec[record_key(consts, spec)] = entry
         RECORD.write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
         ok = not entry["not_proved"]
         bad += not ok
@@ -137,27 +157,26 @@ class Bench:
         self.inputs: dict = {}
         self.checked: set = set()
         self.record = load_record()
-        self.spec_sha = spec_hash()
         self.out = Path(args.out)
         self.t_start = time.time()
 
-    def compile(self, consts: dict):
+    def compile(self, consts: dict, spec: Path = SPEC):
         from argus_verify.frontend import compile_file
         from argus_verify.lowering import ptxas
         from argus_verify.lowering.ptx import lower
 
-        key = consts_key(consts)
+        key = record_key(consts, spec)
         if key in self.compiled:
             return self.compiled[key]
-        kernel = compile_file(SPEC, consts)
+        kernel = compile_file(spec, consts)
         entry = self.record.get(key)
-        if entry is not None and entry["spec_sha256"] == self.spec_sha:
+        if entry is not None and entry["spec_sha256"] == spec_hash(spec):
             if entry["not_proved"] or not entry["contract"]:
                 raise RuntimeError("recorded verification failed: " + "; ".join(entry["not_proved"]))
             self.log(f"  verified on {entry['date']} (CPU, {entry['seconds']} s): {entry['counts']}, "
                      f"{entry['obligations']} obligations incl. the contract; spec hash matches")
         elif self.args.verify_missing:
-            entry = verify_variant(consts, self.args.verify_timeout)
+            entry = verify_variant(consts, self.args.verify_timeout, spec)
             self.log(f"  verify here: {entry['counts']} ({entry['seconds']} s)")
             if entry["not_proved"]:
                 raise RuntimeError("not verified: " + "; ".join(entry["not_proved"]))
@@ -167,9 +186,10 @@ class Bench:
         cubin, report = ptxas.assemble_cubin(lk.ptx)
         st = report[lk.entry]
         tag = "_".join(f"{k}{v}" for k, v in sorted(consts.items())) or "defaults"
+        tag = ("cf_" if spec != SPEC else "") + tag
         (self.out / "cubin").mkdir(exist_ok=True)
         (self.out / "cubin" / f"gemm_bf16_mma_{tag}.cubin").write_bytes(cubin)
-        self.ptx.append(f"// ===== gemm_bf16_mma {consts}\n{lk.ptx}")
+        self.ptx.append(f"// ===== {spec.name} {consts}\n{lk.ptx}")
         self.log(f"  ptxas: {st.registers} registers, spills {st.spill_stores}/{st.spill_loads} bytes, "
                  f"smem {lk.shared_bytes} B, block {kernel.block} threads")
         err = self.check(kernel, *RAGGED)
@@ -212,10 +232,10 @@ class Bench:
                           "spread": t.spread, "status": "ok"})
         return tf
 
-    def ours(self, label, consts, m, n, k, base_tf) -> None:
+    def ours(self, label, consts, spec, m, n, k, base_tf) -> None:
         from argus_verify.pipeline import bench_cuda
 
-        kernel, lk, st = self.compile(consts)
+        kernel, lk, st = self.compile(consts, spec)
         err = None
         if (m, n, k) == self.args.shapes[0]:
             err = self.check(kernel, m, n, k)
@@ -232,7 +252,7 @@ class Bench:
         self.rows.append({"kernel": f"gemm_bf16_mma {label}", "shape": f"{m}x{n}x{k}", "ms": t.median_ms,
                           "tflops": tf, "baseline_tflops": base_tf, "ratio": ratio, "registers": st.registers,
                           "spills": st.spill_stores + st.spill_loads, "smem": lk.shared_bytes, "rel_error": err,
-                          "spread": t.spread, "consts": consts, "status": "ok"})
+                          "spread": t.spread, "consts": consts, "spec": spec.name, "status": "ok"})
 
     def guard(self, label, fn):
         if time.time() - self.t_start > self.args.budget_s:
@@ -264,6 +284,16 @@ class Bench:
         return "\n".join(out)
 
 
+def launch_once(consts: dict, spec: Path, shape: tuple) -> int:
+    from argus_verify.frontend import compile_file
+    from argus_verify.pipeline import run_cuda
+
+    m, n, k = shape
+    kernel = compile_file(spec, consts)
+    run_cuda(kernel, bf16_inputs(m, n, k, 0), {"M": m, "N": n, "K": k})
+    return 0
+
+
 def parse_shape(text: str) -> tuple:
     m, n, k = (int(x) for x in text.lower().split("x"))
     return m, n, k
@@ -284,7 +314,13 @@ def main(argv=None) -> int:
     ap.add_argument("--record-verification", action="store_true",
                     help="CPU side: verify the chosen variants, write bench/gemm_bf16_verified.json, exit")
     ap.add_argument("--budget-s", type=float, default=1e9, help="start no new measurement after this many s")
+    ap.add_argument("--later-variants", nargs="*", type=int, default=None,
+                    help="indices timed at the shapes after the first (default: the same as --variants)")
+    ap.add_argument("--once", type=int, default=None,
+                    help="launch VARIANTS[ONCE] once at the first shape and exit (for a profiler)")
     args = ap.parse_args(argv)
+    if args.once is not None:
+        return launch_once(*variant(args.once)[1:], args.shapes[0])
     if args.record_verification:
         return record_verification(args.variants if args.variants is not None else range(len(VARIANTS)),
                                    args.verify_timeout)
@@ -295,7 +331,8 @@ def main(argv=None) -> int:
 
     log(f"torch {torch.__version__}, device {torch.cuda.get_device_name(0)}, python {sys.version.split()[0]}")
     bench = Bench(args, log)
-    variants = [VARIANTS[i] for i in args.variants] if args.variants is not None else VARIANTS
+    variants = [variant(i) for i in (args.variants if args.variants is not None else range(len(VARIANTS)))]
+    later = [variant(i) for i in args.later_variants] if args.later_variants is not None else variants
     for m, n, k in args.shapes:
         base: dict = {}
 
@@ -303,10 +340,10 @@ def main(argv=None) -> int:
             base["tf"] = bench.torch_baseline(m, n, k)
 
         bench.guard(f"torch.matmul bf16 {m}x{n}x{k}", baseline)
-        for label, consts in variants:
+        for label, consts, spec in (variants if (m, n, k) == args.shapes[0] else later):
 
-            def ours(label=label, consts=consts, m=m, n=n, k=k, base=base):
-                bench.ours(label, consts, m, n, k, base.get("tf"))
+            def ours(label=label, consts=consts, spec=spec, m=m, n=n, k=k, base=base):
+                bench.ours(label, consts, spec, m, n, k, base.get("tf"))
 
             bench.guard(f"gemm_bf16_mma {label} {m}x{n}x{k}", ours)
     (out / "gemm_bf16.json").write_text(json.dumps(bench.rows, indent=1))
