@@ -145,7 +145,7 @@ class ComputeLowering:
         sd, dd = check_dtype(src.type.dtype, s.span), check_dtype(op.dtype, s.span)
         cache: dict = {}
         pair = semantics.cvt_pair_instruction(dd, sd)
-        if pair is not None:  # f32 -> bf16 / f16: two values per cvt.rn.{bf16x2,f16x2}.f32
+        if pair is not None:  # f32 -> bf16 / f16: two values per packed conversion
             distinct = list(dict.fromkeys(src.regs))
             for lo, hi in zip(distinct[0::2], distinct[1::2], strict=False):
                 packed, h_lo, h_hi = self.em.reg("b32"), self.em.reg("b16"), self.em.reg("b16")
