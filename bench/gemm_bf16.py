@@ -73,6 +73,7 @@ VARIANTS = [
     ("c16 128x256x32 4st 2x4w", {"BM": 128, "BN": 256, "WARPS_N": 4}, C16),
     ("128x128x32 2st 2x4w", {"BM": 128, "BN": 128, "STAGES": 2, "WARPS_N": 4}),
     ("64x256x32 4st 1x4w", {"BM": 64, "BN": 256, "WARPS_M": 1, "WARPS_N": 4}),
+    ("128x128x32 3st 2x4w", {"BM": 128, "BN": 128, "STAGES": 3, "WARPS_N": 4}),
 ]
 
 
