@@ -45,6 +45,7 @@ SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096)]
 # the bf16-output spec (packed cvt.rn.bf16x2.f32 epilogue; compared with torch.matmul's bf16 output)
 LDMATRIX_FIRST = ROOT / "bench" / "gemm_bf16_mma_ldmatrix_first.arg"
 C16 = ROOT / "specs" / "gemm_bf16_mma_c16.arg"
+MINB2 = ROOT / "bench" / "gemm_bf16_mma_minb2.arg"
 
 VARIANTS = [
     # (label, compile-time constants[, spec]); warps = WARPS_M x WARPS_N (default 2 x 2)
@@ -74,6 +75,9 @@ VARIANTS = [
     ("128x128x32 2st 2x4w", {"BM": 128, "BN": 128, "STAGES": 2, "WARPS_N": 4}),
     ("64x256x32 4st 1x4w", {"BM": 64, "BN": 256, "WARPS_M": 1, "WARPS_N": 4}),
     ("128x128x32 3st 2x4w", {"BM": 128, "BN": 128, "STAGES": 3, "WARPS_N": 4}),
+    # 24..: two blocks per SM forced (policy), BK = 64
+    ("minb2 128x128x64 3st 2x4w", {"BM": 128, "BN": 128, "BK": 64, "STAGES": 3, "WARPS_N": 4}, MINB2),
+    ("minb2 128x128x64 2st 2x4w", {"BM": 128, "BN": 128, "BK": 64, "STAGES": 2, "WARPS_N": 4}, MINB2),
 ]
 
 
