@@ -319,6 +319,16 @@ def cvt_instruction(dst: str, src: str) -> str | None:
     return None
 
 
+def cvt_pair_instruction(dst: str, src: str) -> str | None:
+    """The packed PTX conversion of two `src` registers into one .b32 holding two `dst` values
+    (`cvt.rn.bf16x2.f32 d, a, b`: cvt(a) in the upper half of d, cvt(b) in the lower half, each
+    rounded to nearest even as `round_to` does); None where there is none (PTX ISA, cvt: packed
+    16-bit destinations from .f32 sources only)."""
+    if src == "f32" and dst in ("bf16", "f16"):
+        return f"cvt.rn.{dst}x2.f32"
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # warp shuffles: which lane each lane reads
 

@@ -143,12 +143,19 @@ class ComputeLowering:
     def visit_Cast(self, op: ir.Cast, s: ir.Assign) -> tuple:
         src = self.frag(op.arg)
         sd, dd = check_dtype(src.type.dtype, s.span), check_dtype(op.dtype, s.span)
-        out, cache = [], {}
+        cache: dict = {}
+        pair = semantics.cvt_pair_instruction(dd, sd)
+        if pair is not None:  # f32 -> bf16 / f16: two values per packed conversion
+            distinct = list(dict.fromkeys(src.regs))
+            for lo, hi in zip(distinct[0::2], distinct[1::2], strict=False):
+                packed, h_lo, h_hi = self.em.reg("b32"), self.em.reg("b16"), self.em.reg("b16")
+                self.em.emit(f"{pair} {packed}, {hi}, {lo};")  # the first source lands in the upper half
+                self.em.emit(f"mov.b32 {{{h_lo}, {h_hi}}}, {packed};")
+                cache[lo], cache[hi] = h_lo, h_hi
         for r in src.regs:
             if r not in cache:
                 cache[r] = self._cast(r, sd, dd, s.span)
-            out.append(cache[r])
-        return tuple(out)
+        return tuple(cache[r] for r in src.regs)
 
     def _cast(self, r: Reg, sd: str, dd: str, span) -> Reg:
         if sd == dd:

@@ -724,6 +724,13 @@ class Block:
         parts = ins.op.split(".")
         mods = parts[1:-2]
         dt, st = parts[-2], parts[-1]
+        if dt in ("bf16x2", "f16x2") and st == "f32":  # d = {cvt(a) upper half, cvt(b) lower half}
+            d, a, b = ins.args
+            half = _f16_bits if dt == "f16x2" else (lambda x: int(_bf16_bits(np.float32(x))))
+            with np.errstate(all="ignore"):
+                hi, lo = half(_f32(self.val(th, a))), half(_f32(self.val(th, b)))
+            self.set(th, d, (hi << 16) | lo, 32)
+            return
         d, s = ins.args
         x = _cvt_source(self.val(th, s), st, ins.text)
         with np.errstate(all="ignore"):
