@@ -1,0 +1,616 @@
+"""The Hopper protocol obligations: mbarriers, TMA, wgmma and their fences.
+
+For a kernel that uses them, `check_protocol(kernel)` returns one result per obligation:
+
+  mbarrier-tx        expect_tx bytes of a phase == the bytes the TMA copies of that phase deliver
+                     (more: the phase never completes, a hang; fewer: it completes before the data)
+  mbarrier-phase     every wait targets the phase the producer fills for it (stage and parity agree),
+                     no wait targets a phase that never completes, no async read of a stage whose
+                     copy is still in flight
+  stage-reuse        a stage is refilled (TMA) only after every wgmma reading it was retired by a
+                     wgmma_wait
+  wgmma-accumulator  accumulators are read only after the wgmma_wait that retires their wgmma, and
+                     registers written by ordinary code are fenced (wgmma_fence) before a wgmma
+  async-proxy-fence  ordinary shared writes are fenced (fence_proxy_async) before an async-proxy
+                     read (wgmma); an mbarrier init is fenced (fence_mbarrier_init) before a TMA
+                     completes on it
+  descriptor-layout  every wgmma descriptor the compiler derives reads exactly the elements the
+                     declared layout places (argus_verify.hopper, compared element by element)
+  tma-box            every TMA box writes exactly where the declared layout places the tile
+
+The last two are exhaustive comparisons over the (constant) tiles: proofs. The protocol ones are
+checked by executing the kernel's protocol skeleton (integers, control flow, barrier states, copy
+footprints, register states; no data) for one block and every thread, with asynchronous work
+completing as late as allowed, for every combination of sizes that gives each loop every trip
+count from 0 to 2 P + 2 (P: the deepest mbarrier array, so every stage and parity residue and the
+prologue and drain edges meet). That bound is stated in each result: it is a bounded check of the
+loop counts, not an induction over them. Threads run in lockstep (one warpgroup: thread 0 produces,
+every thread consumes); producer/consumer warpgroups that wait on each other are not modelled yet.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+
+from argus_verify import hopper, ir
+from argus_verify.diagnostics import Span
+from argus_verify.smt.report import ObligationResult
+
+PROTOCOL = ("mbarrier-tx", "mbarrier-phase", "stage-reuse", "wgmma-accumulator", "async-proxy-fence",
+            "descriptor-layout", "tma-box")
+
+MAX_RUNS = 400
+_OFFSETS: dict = {}  # (view, index values, slice starts) -> element offsets (layouts are constant)
+
+
+class Violation(Exception):
+    def __init__(self, obligation: str, span, message: str, explanation: list, detail: dict):
+        super().__init__(message)
+        self.obligation, self.span, self.message = obligation, span, message
+        self.explanation, self.detail = explanation, detail
+
+
+class _Deadlock(Exception):
+    pass
+
+
+class Skeleton:
+    """One block's protocol state, executed statement by statement for every thread."""
+
+    def __init__(self, kernel: ir.Kernel, sizes: dict):
+        self.k = kernel
+        self.T = kernel.block
+        self.sizes = sizes
+        self.tids = np.arange(self.T)
+        self.allocs = {a.name: a for a in kernel.shared_allocs()}
+        self.bars: dict = {}
+        self.tmas: list = []  # in flight: dict(bar, idx, alloc, mask, bytes, span, loop, phase)
+        self.phase_tx: dict = {}  # (bar, idx) -> [expected bytes, issued bytes, expect spans]
+        self.inflight_reads: dict = {}  # alloc -> [G] count of in-flight wgmma reads per element
+        self.open: list = []
+        self.groups: list = []
+        self.pending_acc: dict = {}  # fragment name -> (span, loop) of the in-flight wgmma writing it
+        self.unfenced: dict = {}  # fragment name -> span of the ordinary write not yet wgmma-fenced
+        self.generic: dict = {a: np.full(al.size_elems, -1) for a, al in self.allocs.items()}
+        self.trips: list = []
+        self.loop: dict = {}
+        self.published = True
+
+    # -- integers -------------------------------------------------------------------------------
+    def ev(self, e: ir.IExpr, env):
+        if isinstance(e, ir.IConst):
+            return e.value
+        if isinstance(e, ir.IVar):
+            if e.name in env:
+                return env[e.name]
+            return self.sizes[e.name]
+        if isinstance(e, ir.ISpecial):
+            kind, _, axis = e.which.partition(".")
+            if kind == "block_id":
+                return 0
+            if kind == "num_blocks":
+                return 1
+            return {"thread_id": self.tids, "warp_id": self.tids // 32, "lane_id": self.tids % 32}[e.which]
+        if isinstance(e, ir.IUn):
+            from argus_verify import semantics
+
+            return semantics.INT_UNARY[e.op].ref(self.ev(e.a, env))
+        if isinstance(e, ir.ISelect):
+            return np.where(self.ev(e.cond, env), self.ev(e.a, env), self.ev(e.b, env))
+        if isinstance(e, ir.IBin):
+            from argus_verify import semantics
+
+            a, b = self.ev(e.a, env), self.ev(e.b, env)
+            if semantics.INT_OPS[e.op].divides and np.any(np.asarray(b) == 0):
+                return np.zeros_like(np.asarray(a))
+            return semantics.int_eval(e.op, a, b)
+        raise KeyError(type(e).__name__)
+
+    def uni(self, e, env, active) -> int:
+        v = np.broadcast_to(np.asarray(self.ev(e, env)), (self.T,))
+        return int(v[active][0]) if active.any() else int(v[0])
+
+    # -- walking --------------------------------------------------------------------------------
+    def run(self, body, env, active):
+        for s in body:
+            if not active.any():
+                return
+            self.step(s, env, active)
+
+    def step(self, s, env, active):
+        if isinstance(s, ir.Let):
+            env[s.name] = np.where(active, self.ev(s.value, env), env.get(s.name, 0)) \
+                if np.ndim(self.ev(s.value, env)) or s.name in env else self.ev(s.value, env)
+        elif isinstance(s, ir.For):
+            lo, hi = self.uni(s.start, env, active), self.uni(s.stop, env, active)
+            self.trips.append((s.span.line if s.span else 0, max(0, -(-(hi - lo) // s.step))))
+            for i in range(lo, hi, s.step):
+                env[s.var] = i
+                self.loop[s.var] = i
+                self.run(s.body, env, active)
+            self.loop.pop(s.var, None)
+        elif isinstance(s, ir.If):
+            c = np.broadcast_to(np.asarray(self.ev(s.cond, env)) != 0, (self.T,))
+            self.run(s.then, env, active & c)
+            self.run(s.orelse, env, active & ~c)
+        elif isinstance(s, ir.Assign):
+            self.assign(s, env, active)
+        elif isinstance(s, ir.MbarrierOp):
+            self.mbarrier(s, env, active)
+        elif isinstance(s, ir.TmaLoad):
+            self.tma(s, env, active)
+        elif isinstance(s, ir.Fence):
+            self.fence(s, env, active)
+        elif isinstance(s, ir.WgmmaGroup):
+            self.group(s)
+        elif isinstance(s, ir.Store):
+            self.read_frag(s.value, s)
+            if s.dst.space == "shared":
+                for off in self.offsets(s.dst, env, active):
+                    self.generic[s.dst.base][off] = 0
+        elif isinstance(s, ir.Stmatrix):
+            self.read_frag(s.value, s)
+            for off in self.offsets(s.dst, env, active):
+                self.generic[s.dst.base][off] = 0
+        elif isinstance(s, ir.Barrier):
+            self.published = True
+
+    def where(self) -> dict:
+        return dict(self.loop)
+
+    def fail(self, obligation, span, message, explanation, **detail):
+        detail = {"sizes": dict(self.sizes), "loop": self.where(), **detail}
+        raise Violation(obligation, span, message, explanation, detail)
+
+    def offsets(self, view: ir.View, env, active) -> list:
+        """Element offsets of a shared view's whole tile (by the declared layout)."""
+        at = {d: self.uni(it.index, env, active) for d, it in enumerate(view.index) if isinstance(it, ir.Index)}
+        starts = tuple(self.uni(it.start, env, active) for it in view.index if isinstance(it, ir.Slice))
+        key = (view, tuple(sorted(at.items())), starts)
+        if key not in _OFFSETS:
+            _OFFSETS[key] = self._offsets(view, at, env, active)
+        return _OFFSETS[key]
+
+    def mask(self, base: str, off) -> np.ndarray:
+        m = np.zeros(self.allocs[base].size_elems, dtype=bool)
+        m[off] = True
+        return m
+
+    def _offsets(self, view, at, env, active) -> list:
+        alloc = self.allocs[view.base]
+        if not view.tile:
+            return [np.array([int(ir.layout_offset(alloc.layout, tuple(at[d] for d in range(len(alloc.shape))),
+                                                   hopper.NP_OPS))])]
+        grids = np.meshgrid(*[np.arange(e) for e in view.tile], indexing="ij")
+        coords, axis = [], 0
+        for d, it in enumerate(view.index):
+            if isinstance(it, ir.Slice):
+                coords.append(grids[axis] + self.uni(it.start, env, active))
+                axis += 1
+            else:
+                coords.append(np.full(grids[0].shape, at[d]))
+        return [np.asarray(ir.layout_offset(alloc.layout, tuple(coords), hopper.NP_OPS)).reshape(-1)]
+
+    # -- registers ------------------------------------------------------------------------------
+    def read_frag(self, name: str, s) -> None:
+        if name in self.pending_acc:
+            span, loop = self.pending_acc[name]
+            self.fail("wgmma-accumulator", s.span, f"'{name}' is read while the wgmma writing it is in flight",
+                      [f"the wgmma at line {span.line} ({_loop(loop)}) is not retired by a wgmma_wait before "
+                       f"this read ({_loop(self.loop)})"], fragment=name)
+
+    def assign(self, s: ir.Assign, env, active):
+        op = s.op
+        if isinstance(op, ir.Wgmma):
+            self.wgmma(s, env, active)
+            return
+        for name in _frag_reads(op):
+            self.read_frag(name, s)
+        self.unfenced[s.name] = s.span
+        self.pending_acc.pop(s.name, None)
+
+    def wgmma(self, s: ir.Assign, env, active):
+        op = s.op
+        if op.c in self.unfenced and op.c not in self.pending_acc:
+            self.fail("wgmma-accumulator", s.span, f"the accumulator '{op.c}' was written at line "
+                      f"{self.unfenced[op.c].line} and no wgmma_fence orders that write before this wgmma",
+                      ["wgmma.fence must separate ordinary register writes from the wgmma that reads them"],
+                      fragment=op.c)
+        reads = []
+        for view in (op.a, op.b):
+            for off in self.offsets(view, env, active):
+                reads.append((view.base, self.mask(view.base, off)))
+                for tma in self.tmas:
+                    if tma["alloc"] == view.base and tma["mask"][off].any():
+                        self.fail("mbarrier-phase", s.span,
+                                  f"wgmma reads {view.base} while the TMA copy into it (line {tma['span'].line}, "
+                                  f"{_loop(tma['loop'])}) is still in flight",
+                                  [f"no completed wait on {tma['bar']}[{tma['idx']}] phase {tma['phase']} covers "
+                                   f"this read ({_loop(self.loop)}): the wait's stage or parity disagrees with the "
+                                   "producer's"], barrier=tma["bar"], stage=tma["idx"], phase=tma["phase"])
+                if (self.generic[view.base][off] >= 0).any():
+                    self.fail("async-proxy-fence", s.span, f"wgmma (async proxy) reads {view.base} written by "
+                              "ordinary stores not ordered by fence_proxy_async",
+                              ["each writing thread needs fence_proxy_async() after its stores, before the "
+                               "barrier that precedes the wgmma"])
+        self.open.append({"reads": reads, "span": s.span, "loop": self.where(), "name": s.name})
+        self.pending_acc[s.name] = (s.span, self.where())
+        self.unfenced.pop(s.name, None)
+
+    def group(self, s: ir.WgmmaGroup):
+        if s.kind == "commit":
+            if self.open:
+                self.groups.append(self.open)
+            self.open = []
+            return
+        while len(self.groups) > s.pending:
+            for w in self.groups.pop(0):
+                if self.pending_acc.get(w["name"], (None,))[0] is w["span"]:
+                    self.pending_acc.pop(w["name"], None)
+        # wgmmas never committed stay in flight too (their results are not waited for)
+
+    def fence(self, s: ir.Fence, env, active):
+        if s.kind == "wgmma":
+            self.unfenced.clear()
+        elif s.kind == "proxy_async":
+            for g in self.generic.values():
+                g[:] = -1
+        else:
+            for b in self.bars.values():
+                b["fenced"] |= b["inited"] & np.isin(b["by"], self.tids[active])
+
+    # -- mbarriers and TMA ----------------------------------------------------------------------
+    def bar(self, name):
+        if name not in self.bars:
+            n = self.allocs[name].shape[0]
+            self.bars[name] = {k: np.zeros(n, dtype=np.int64) for k in ("count", "pending", "tx", "phase")}
+            self.bars[name].update(inited=np.zeros(n, bool), fenced=np.zeros(n, bool), by=np.full(n, -1))
+        return self.bars[name]
+
+    def mbarrier(self, s: ir.MbarrierOp, env, active):
+        b = self.bar(s.bar.base)
+        idx = np.broadcast_to(np.asarray(self.ev(s.bar.index[0].index, env)), (self.T,))[active]
+        val = np.broadcast_to(np.asarray(self.ev(s.value, env)), (self.T,))[active] if s.value is not None else None
+        name = s.bar.base
+        if s.kind == "init":
+            for j, i in enumerate(idx):
+                b["count"][i] = b["pending"][i] = val[j]
+                b["tx"][i] = b["phase"][i] = 0
+                b["inited"][i], b["fenced"][i], b["by"][i] = True, False, self.tids[active][j]
+                self.phase_tx[(name, int(i))] = {"exp": 0, "issued": 0, "landed": 0, "spans": []}
+            self.published = False
+            return
+        for i in np.unique(idx):
+            if not b["inited"][i]:
+                self.fail("async-proxy-fence", s.span, f"{name}[{i}] is used before mbarrier_init", [])
+        if not self.published and not np.all(np.isin(self.tids[active], b["by"][np.unique(idx)])):
+            self.fail("async-proxy-fence", s.span, f"{name} is used by threads that have not seen its init",
+                      ["a barrier() after the init (and its fence_mbarrier_init) publishes it to the block"])
+        if s.kind in ("arrive", "expect_tx"):
+            for j, i in enumerate(idx):
+                i = int(i)
+                if s.kind == "expect_tx":
+                    self.ph(name, i)["exp"] += int(val[j])
+                    self.ph(name, i)["spans"].append((s.span, self.where()))
+                b["pending"][i] -= 1
+                if b["pending"][i] < 0:
+                    self.fail("mbarrier-phase", s.span, f"more arrivals on {name}[{i}] in phase {b['phase'][i]} "
+                              f"than its count {b['count'][i]}", [], barrier=name, stage=i, phase=int(b["phase"][i]))
+                self.try_complete(name, i, s.span)
+            return
+        # wait
+        for j, i in enumerate(idx):
+            i, p = int(i), int(val[j]) % 2
+            if j and (i, p) == (int(idx[j - 1]), int(val[j - 1]) % 2):
+                continue
+            self.wait(s, name, i, p)
+
+    def ph(self, name, i) -> dict:
+        """The current phase's transaction books of barrier (name, i)."""
+        return self.phase_tx.setdefault((name, i), {"exp": 0, "issued": 0, "landed": 0, "spans": []})
+
+    def try_complete(self, name, i, span):
+        b, p = self.bars[name], self.ph(name, i)
+        if b["pending"][i] != 0 or p["landed"] != p["exp"]:
+            return
+        if p["issued"] > p["landed"]:
+            where, loop = p["spans"][0] if p["spans"] else (span, self.where())
+            self.fail("mbarrier-tx", where, f"{name}[{i}] phase {b['phase'][i]} expects {p['exp']} bytes but its "
+                      f"TMA copies deliver {p['issued']}",
+                      [f"the phase completes before {p['issued'] - p['exp']} byte(s) land ({_loop(loop)}): the "
+                       "consumer reads the stage early"], barrier=name, stage=i, phase=int(b["phase"][i]))
+        b["phase"][i] += 1
+        b["pending"][i] = b["count"][i]
+        self.phase_tx[(name, i)] = {"exp": 0, "issued": 0, "landed": 0, "spans": []}
+
+    def wait(self, s, name, i, parity):
+        b = self.bars[name]
+        p = self.ph(name, i)
+        if b["phase"][i] % 2 != parity:  # the phase of that parity has completed: the wait passes
+            if b["pending"][i] < b["count"][i] or p["issued"]:
+                self.fail("mbarrier-phase", s.span,
+                          f"the wait on {name}[{i}] for parity {parity} passes on the phase completed earlier "
+                          f"(phase {int(b['phase'][i]) - 1}) while phase {int(b['phase'][i])} is being filled",
+                          ["the consumer's parity is one phase behind the producer's: it reads the stage before "
+                           "the new copy lands"], barrier=name, stage=i, phase=int(b["phase"][i]))
+            return
+        # land the copies of this phase, oldest first, until it completes (as late as allowed)
+        while b["phase"][i] % 2 == parity:
+            mine = [t for t in self.tmas if t["bar"] == name and t["idx"] == i]
+            if not mine:
+                if p["issued"] and not b["fenced"][i]:
+                    self.fail("async-proxy-fence", s.span, f"the TMA copies to {name}[{i}] complete on a barrier "
+                              "whose init was not fenced: the wait never completes",
+                              ["fence_mbarrier_init() after mbarrier_init makes the init visible to the async "
+                               "proxy"], barrier=name, stage=i)
+                if b["pending"][i] == 0 and p["exp"] > p["landed"] and p["spans"]:
+                    where, loop = p["spans"][0]
+                    self.fail("mbarrier-tx", where, f"{name}[{i}] phase {b['phase'][i]} expects {p['exp']} bytes "
+                              f"but its TMA copies deliver {p['landed']}: the wait at line {s.span.line} hangs",
+                              [f"expect_tx ({_loop(loop)}) over-counts by {p['exp'] - p['landed']} byte(s)"],
+                              barrier=name, stage=i, phase=int(b["phase"][i]))
+                self.fail("mbarrier-phase", s.span,
+                          f"deadlock: the wait on {name}[{i}] for parity {parity} (phase {int(b['phase'][i])}) never "
+                          f"completes: {int(b['pending'][i])} arrival(s) missing, no TMA in flight to it",
+                          ["no producer fills this stage for this phase before the wait: stage or parity of "
+                           "producer and consumer disagree"], barrier=name, stage=i, phase=int(b["phase"][i]))
+            t = mine[0]
+            self.tmas.remove(t)
+            if b["fenced"][i]:
+                p["landed"] += t["bytes"]
+                self.try_complete(name, i, s.span)
+
+    def tma(self, s: ir.TmaLoad, env, active):
+        name = s.bar.base
+        self.bar(name)
+        alloc = self.allocs[s.dst.base]
+        esize = ir.DTYPE_BYTES[alloc.dtype]
+        for t in self.tids[active]:
+            del t
+            i = self.uni(s.bar.index[0].index, env, active)
+            off = self.offsets(s.dst, env, active)[0]
+            for w in [w for g in self.groups for w in g] + self.open:
+                for base, roff in w["reads"]:
+                    if base == s.dst.base and roff[off].any():
+                        self.fail("stage-reuse", s.span,
+                                  f"refills {s.dst.base} while the wgmma reading it (line {w['span'].line}, "
+                                  f"{_loop(w['loop'])}) is still in flight",
+                                  ["a wgmma_wait that retires that wgmma must come before the refill"],
+                                  barrier=name, stage=i)
+            b = self.bars[name]
+            if (name, i) not in self.phase_tx:
+                self.fail("async-proxy-fence", s.span, f"TMA completes on {name}[{i}] before its mbarrier_init", [])
+            self.ph(name, i)["issued"] += int(np.prod(s.dst.tile)) * esize
+            self.tmas.append({"bar": name, "idx": i, "alloc": s.dst.base, "mask": self.mask(s.dst.base, off),
+                              "span": s.span,
+                              "loop": self.where(), "phase": int(b["phase"][i]),
+                              "bytes": int(np.prod(s.dst.tile)) * esize})
+
+
+def _frag_reads(op) -> list:
+    if isinstance(op, ir.Elementwise):
+        return [a for a in op.args if isinstance(a, str)]
+    if isinstance(op, ir.Mma):
+        return [op.a, op.b, op.c]
+    if isinstance(op, (ir.Cast, ir.Reduce, ir.Shuffle, ir.Relabel)):
+        return [op.arg]
+    return []
+
+
+def _loop(loop: dict) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in loop.items()) or "outside loops"
+
+
+# ---------------------------------------------------------------------------------------------
+# layouts: the compiler's derived parameters against the declared layouts (exhaustive)
+
+
+def _layout_checks(kernel: ir.Kernel) -> tuple[list, list]:
+    allocs = {a.name: a for a in kernel.shared_allocs()}
+    desc, box = [], []
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.TmaLoad):
+            box.append(_check_tma(allocs[s.dst.base], s))
+        elif isinstance(s, ir.Assign) and isinstance(s.op, ir.Wgmma):
+            for which, view in (("a", s.op.a), ("b", s.op.b)):
+                desc.append(_check_desc(allocs[view.base], view, which, s))
+    return desc, box
+
+
+def _stage_bases(alloc, view) -> list:
+    """Byte offset of the view's element (0, 0) for every value of its indexed dimensions."""
+    dims = [d for d, it in enumerate(view.index) if isinstance(it, ir.Index)]
+    out = []
+    for vals in itertools.product(*[range(alloc.shape[d]) for d in dims]):
+        _, base, _ = hopper.tile_table(alloc, view, dict(zip(dims, vals, strict=True)))
+        out.append((dict(zip(dims, vals, strict=True)), base * 1))
+    return out
+
+
+def _check_tma(alloc, s) -> ObligationResult:
+    try:
+        boxes = hopper.tma_boxes(alloc, s.dst)
+    except ValueError as e:
+        return ObligationResult("tma-box", "violated", s.span, f"no TMA box fits: {e}")
+    tab, _, _ = hopper.tile_table(alloc, s.dst)
+    bad = hopper.layout_mismatch(tab, hopper.tma_table(alloc, s.dst, boxes))
+    b0 = boxes[0]
+    if bad is not None:
+        (r, c), want, got = bad
+        return ObligationResult("tma-box", "violated", s.span,
+                                f"the TMA box ({b0.rows} x {b0.cols}, swizzle {b0.swizzle or 'none'}) writes "
+                                f"{s.dst.base} element ({r}, {c}) at byte {got}; the layout places it at {want}",
+                                detail={"element": [r, c], "layout_byte": want, "tma_byte": got})
+    for at, base in _stage_bases(alloc, s.dst):
+        if b0.swizzle and base % hopper.SWIZZLE_ALIGN:
+            return ObligationResult("tma-box", "violated", s.span,
+                                    f"{s.dst.base} at index {at} starts at byte {base}, not on the 1024-byte "
+                                    "boundary the swizzle pattern needs")
+    return ObligationResult("tma-box", "proved", s.span,
+                            f"{len(boxes)} TMA box(es) of {b0.rows} x {b0.cols} (swizzle {b0.swizzle or 'none'}) "
+                            f"write {s.dst.base} exactly as its layout places it")
+
+
+def _check_desc(alloc, view, which, s) -> ObligationResult:
+    try:
+        op = hopper.wgmma_operand(alloc, view, which)
+    except ValueError as e:
+        return ObligationResult("descriptor-layout", "violated", s.span, f"wgmma {which}: {e}")
+    tab, _, _ = hopper.tile_table(alloc, view)
+    t = tab if which == "a" else tab.T
+    bad = hopper.layout_mismatch(t, hopper.wgmma_table(op, t.shape, ir.DTYPE_BYTES[alloc.dtype]))
+    d0 = op.descs[(0, 0)]
+    if bad is not None:
+        (mn, k), want, got = bad
+        el = f"({mn}, {k})" if which == "a" else f"({k}, {mn})"
+        return ObligationResult("descriptor-layout", "violated", s.span,
+                                f"wgmma {which}'s descriptor ({d0.major}-major, swizzle {d0.swizzle} B, LBO "
+                                f"{d0.lbo}, SBO {d0.sbo}) reads {view.base} element {el} from byte {got}; the layout "
+                                f"places it at {want}", detail={"operand": which, "layout_byte": want,
+                                                                "descriptor_byte": got})
+    for at, base in _stage_bases(alloc, view):
+        if base % hopper.SWIZZLE_ALIGN:
+            return ObligationResult("descriptor-layout", "violated", s.span,
+                                    f"{view.base} at index {at} starts at byte {base}, not on a 1024-byte boundary")
+    return ObligationResult("descriptor-layout", "proved", s.span,
+                            f"wgmma {which}: {len(op.descs)} descriptor(s) ({d0.major}-major, swizzle "
+                            f"{d0.swizzle} B, LBO {d0.lbo}, SBO {d0.sbo}) read {view.base} exactly as its layout "
+                            "places it")
+
+
+# ---------------------------------------------------------------------------------------------
+# the driver
+
+
+def _candidates(kernel: ir.Kernel) -> tuple[dict, int]:
+    depth = max([a.shape[0] for a in kernel.shared_allocs() if a.dtype == "i64" and len(a.shape) == 1] + [1])
+    quanta = sorted({v for _, v in kernel.consts if isinstance(v, int) and v > 1} | {1})
+    vals = set()
+    for q in quanta:
+        for j in range(0, 2 * depth + 3):
+            for r in (0, 1, 8, q - 1):
+                if q * j + r >= 1:
+                    vals.add(q * j + r)
+    return sorted(vals), depth
+
+
+def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
+    t0 = time.perf_counter()
+    desc, box = _layout_checks(kernel)
+    found: dict = {}
+    vals, depth = _candidates(kernel)
+    control = _control_sizes(kernel)
+    base = {}
+    for name in kernel.sizes:
+        base[name] = min(vals, key=lambda v: (v < 64, v))  # a size a little above the tiles
+    seen = set()
+    runs = 0
+    trip_bound = 2 * depth + 2
+    combos = []
+    if shapes:
+        combos.append(dict(shapes))
+    else:
+        combos.append(dict(base))
+        for name in kernel.sizes:
+            if name in control:
+                combos += [{**base, name: v} for v in vals]
+    for sizes in combos:
+        if runs >= MAX_RUNS:
+            break
+        if not _admissible(kernel, sizes):
+            continue
+        sk = Skeleton(kernel, sizes)
+        try:
+            sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
+        except Violation as v:
+            found.setdefault(v.obligation, v)
+        except (KeyError, ZeroDivisionError, IndexError):
+            pass
+        runs += 1
+        sig = tuple(sk.trips)
+        seen.add(sig)
+    trips = sorted({t for sig in seen for _, t in sig})
+    covered = [t for t in range(0, trip_bound + 1) if t in trips]
+    scope = (f"checked on {runs} size combinations (loop trip counts {covered[0] if covered else 0}.."
+             f"{covered[-1] if covered else 0}, bound 2P+2 = {trip_bound})") if not shapes else \
+        "checked for " + ", ".join(f"{k}={v}" for k, v in shapes.items())
+    first = _first_spans(kernel)
+    out = []
+    msgs = {
+        "mbarrier-tx": "expect_tx byte counts equal the bytes each phase's TMA copies deliver",
+        "mbarrier-phase": "producer and consumer agree on stage and parity; every wait's phase completes",
+        "stage-reuse": "no stage is refilled before the wgmma_wait retiring the wgmmas that read it",
+        "wgmma-accumulator": "accumulators are read only after their wgmma_wait and fenced before wgmma",
+        "async-proxy-fence": "generic shared writes and mbarrier inits are fenced before async-proxy use",
+    }
+    for name, msg in msgs.items():
+        if name in found:
+            v = found[name]
+            out.append(ObligationResult(name, "violated", v.span or kernel.span, v.message,
+                                        witness={"sizes": v.detail["sizes"], "loop": v.detail.get("loop", {})},
+                                        detail=v.detail, explanation=v.explanation))
+        else:
+            out.append(ObligationResult(name, "proved", first.get(name) or kernel.span, f"{msg} ({scope})"))
+    out += desc + box
+    dt = time.perf_counter() - t0
+    for r in out:
+        r.seconds = dt / max(1, len(out))
+    return out
+
+
+def _control_sizes(kernel) -> set:
+    """The sizes the control flow depends on: in loop bounds and branch conditions, through lets."""
+    lets: dict = {}
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Let):
+            lets.setdefault(s.name, set()).update(_names(s.value))
+    out: set = set()
+    todo = []
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.For):
+            todo += list(_names(s.start) | _names(s.stop))
+        elif isinstance(s, ir.If):
+            todo += list(_names(s.cond))
+    seen: set = set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in kernel.sizes:
+            out.add(n)
+        todo += list(lets.get(n, ()))
+    return out
+
+
+def _names(e) -> set:
+    return {x.name for x in ir.walk_iexpr(e) if isinstance(x, ir.IVar)}
+
+
+def _admissible(kernel, sizes) -> bool:
+    try:
+        return all(ir.eval_int(r, sizes) for r in kernel.requires)
+    except (KeyError, ZeroDivisionError):
+        return False
+
+
+def _first_spans(kernel) -> dict:
+    out: dict = {}
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.MbarrierOp) and s.kind == "expect_tx":
+            out.setdefault("mbarrier-tx", s.span)
+        if isinstance(s, ir.MbarrierOp) and s.kind == "wait":
+            out.setdefault("mbarrier-phase", s.span)
+        if isinstance(s, ir.TmaLoad):
+            out.setdefault("stage-reuse", s.span)
+        if isinstance(s, ir.Assign) and isinstance(s.op, ir.Wgmma):
+            out.setdefault("wgmma-accumulator", s.span)
+        if isinstance(s, ir.Fence) and s.kind in ("mbarrier_init", "proxy_async"):
+            out.setdefault("async-proxy-fence", s.span)
+    return out
+
+
+__all__ = ["PROTOCOL", "check_protocol", "Span"]
