@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from argus_verify import ir
 from argus_verify.layout import row_major
-from argus_verify.printer import fmt_cexpr, fmt_iexpr, fmt_operand
+from argus_verify.printer import fmt_cexpr, fmt_iexpr, fmt_operand, hopper_stmt_source
 from argus_verify.visitor import Visitor
 
 __all__ = ["format_source"]

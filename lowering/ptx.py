@@ -113,7 +113,7 @@ class Lowerer(ControlLowering, PrefetchLowering, MemoryLowering, CopyLowering, H
 
     # -- parameters ------------------------------------------------------------------------------
     def params(self) -> tuple:
-        out = [KernelParam(m.param, "tmap", f".align 64 .b8", m.dtype) for m in self.tmaps.values()]
+        out = [KernelParam(m.param, "tmap", ".align 64 .b8", m.dtype) for m in self.tmaps.values()]
         out += [KernelParam(t.name, "tensor", ".u64", t.dtype) for t in self.k.tensors]
         out += [KernelParam(s, "size", ".u32", "u32") for s in self.k.sizes]
         for p in self.k.params:

@@ -66,6 +66,8 @@ class WgmmaOp:
     chained: WgmmaOp | None
     coords: np.ndarray  # [T, V, 2]
     tile: tuple
+    a_snap: np.ndarray | None = None  # the operands when issued
+    b_snap: np.ndarray | None = None
     result: np.ndarray | None = None
 
 
@@ -187,7 +189,10 @@ class HopperOps:
     def _write_async(self, name: str, g: np.ndarray, off: np.ndarray, vals: np.ndarray) -> None:
         """An async-proxy write: visible to every thread once its completion is observed."""
         sh = self.batch.shared
-        gg = np.broadcast_to(g[:, None], off.shape)
+        keep = (off >= 0) & (off < sh.mem[name].shape[1])  # a box that does not fit writes elsewhere
+        gg = np.broadcast_to(g[:, None], off.shape)[keep]
+        off = off[keep]
+        vals = np.broadcast_to(vals, keep.shape)[keep]
         sh.mem[name][gg, off] = vals
         if isinstance(sh, LockstepShared):
             sh.pend_writer[name][gg, off] = -1
@@ -282,6 +287,7 @@ class HopperOps:
             c_val = np.array(env[op.c], copy=True)
         w = WgmmaOp(s.name, offs[0], offs[1], op.a.base, op.b.base, c_val, prev,
                     self.coord_table(s.type.coords), tuple(s.type.tile))
+        w.a_snap, w.b_snap = self._operand(op.a.base, offs[0]), self._operand(op.b.base, offs[1])
         st.open.append(w)
         st.latest[s.name] = w
         st.unfenced.discard(s.name)
@@ -298,18 +304,29 @@ class HopperOps:
             for w in st.groups.pop(0):
                 self._retire(st, w, env)
 
-    def _retire(self, st: HopperState, w: WgmmaOp, env) -> None:
+    def _operand(self, name: str, off: np.ndarray) -> np.ndarray:
+        """What the async proxy reads at `off` now: ordinary writes not yet fenced read as NaN."""
         sh = self.batch.shared
+        rows = np.arange(self.G)[:, None, None]
+        n = sh.mem[name].shape[1]
+        inside = (off >= 0) & (off < n)  # a descriptor that does not fit the layout may read past it
+        safe = np.where(inside, off, 0)
+        v = sh.mem[name][rows, safe].astype(np.float64)
+        v[(sh.generic[name][rows, safe] >= 0) | ~inside] = np.nan
+        return v
+
+    def _retire(self, st: HopperState, w: WgmmaOp, env) -> None:
         G = self.G
-        rows = np.arange(G)[:, None, None]
 
-        def read(name, off):
-            v = sh.mem[name][rows, off].astype(np.float64)
-            v[sh.generic[name][rows, off] >= 0] = np.nan  # generic writes not fenced for the async proxy
-            return v
+        def read(name, off, snap):
+            # the unit reads its operands at some time between issue and completion: operands that
+            # changed in between are undefined
+            v = self._operand(name, off)
+            same = (v == snap) | (np.isnan(v) & np.isnan(snap))
+            return np.where(same, v, np.nan)
 
-        a = read(w.a_alloc, w.a_off)  # [G, M, K]
-        b = read(w.b_alloc, w.b_off)  # [G, N, K]
+        a = read(w.a_alloc, w.a_off, w.a_snap)  # [G, M, K]
+        b = read(w.b_alloc, w.b_off, w.b_snap)  # [G, N, K]
         M, N = w.tile
         tt, vv = w.coords[..., 0], w.coords[..., 1]
         if w.c_val is not None:
