@@ -43,6 +43,7 @@ def main() -> int:
     ap.add_argument("--timed", default="")
     ap.add_argument("--ragged", default="", help="check shapes MxNxK,... instead of the default ragged set")
     ap.add_argument("--no-verify", action="store_true")
+    ap.add_argument("--spec", default=str(SPEC))
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -54,7 +55,7 @@ def main() -> int:
     from argus_verify.runtime.tma import TmaKernel
 
     consts = parse_consts(args.consts)
-    kernel = compile_file(str(SPEC), consts or None)
+    kernel = compile_file(args.spec, consts or None)
     t0 = time.perf_counter()
     counts: dict = {}
     if not args.no_verify:
