@@ -434,7 +434,8 @@ def _check_tma(alloc, s) -> ObligationResult:
     try:
         boxes = hopper.tma_boxes(alloc, s.dst)
     except ValueError as e:
-        return ObligationResult("tma-box", "violated", s.span, f"no TMA box fits: {e}")
+        return ObligationResult("tma-box", "violated", s.span, f"no TMA box fits: {e}",
+                                witness={"tile": list(s.dst.tile)})
     tab, _, _ = hopper.tile_table(alloc, s.dst)
     bad = hopper.layout_mismatch(tab, hopper.tma_table(alloc, s.dst, boxes))
     b0 = boxes[0]
@@ -443,12 +444,13 @@ def _check_tma(alloc, s) -> ObligationResult:
         return ObligationResult("tma-box", "violated", s.span,
                                 f"the TMA box ({b0.rows} x {b0.cols}, swizzle {b0.swizzle or 'none'}) writes "
                                 f"{s.dst.base} element ({r}, {c}) at byte {got}; the layout places it at {want}",
+                                witness={"element": [r, c]},
                                 detail={"element": [r, c], "layout_byte": want, "tma_byte": got})
     for at, base in _stage_bases(alloc, s.dst):
         if b0.swizzle and base % hopper.SWIZZLE_ALIGN:
             return ObligationResult("tma-box", "violated", s.span,
                                     f"{s.dst.base} at index {at} starts at byte {base}, not on the 1024-byte "
-                                    "boundary the swizzle pattern needs")
+                                    "boundary the swizzle pattern needs", witness={"index": at})
     return ObligationResult("tma-box", "proved", s.span,
                             f"{len(boxes)} TMA box(es) of {b0.rows} x {b0.cols} (swizzle {b0.swizzle or 'none'}) "
                             f"write {s.dst.base} exactly as its layout places it")
@@ -458,7 +460,8 @@ def _check_desc(alloc, view, which, s) -> ObligationResult:
     try:
         op = hopper.wgmma_operand(alloc, view, which)
     except ValueError as e:
-        return ObligationResult("descriptor-layout", "violated", s.span, f"wgmma {which}: {e}")
+        return ObligationResult("descriptor-layout", "violated", s.span, f"wgmma {which}: {e}",
+                                witness={"operand": which})
     tab, _, _ = hopper.tile_table(alloc, view)
     t = tab if which == "a" else tab.T
     bad = hopper.layout_mismatch(t, hopper.wgmma_table(op, t.shape, ir.DTYPE_BYTES[alloc.dtype]))
@@ -469,12 +472,13 @@ def _check_desc(alloc, view, which, s) -> ObligationResult:
         return ObligationResult("descriptor-layout", "violated", s.span,
                                 f"wgmma {which}'s descriptor ({d0.major}-major, swizzle {d0.swizzle} B, LBO "
                                 f"{d0.lbo}, SBO {d0.sbo}) reads {view.base} element {el} from byte {got}; the layout "
-                                f"places it at {want}", detail={"operand": which, "layout_byte": want,
-                                                                "descriptor_byte": got})
+                                f"places it at {want}", witness={"element": [int(x) for x in el[1:-1].split(", ")]},
+                                detail={"operand": which, "layout_byte": want, "descriptor_byte": got})
     for at, base in _stage_bases(alloc, view):
         if base % hopper.SWIZZLE_ALIGN:
             return ObligationResult("descriptor-layout", "violated", s.span,
-                                    f"{view.base} at index {at} starts at byte {base}, not on a 1024-byte boundary")
+                                    f"{view.base} at index {at} starts at byte {base}, not on a 1024-byte boundary",
+                                    witness={"index": at})
     return ObligationResult("descriptor-layout", "proved", s.span,
                             f"wgmma {which}: {len(op.descs)} descriptor(s) ({d0.major}-major, swizzle "
                             f"{d0.swizzle} B, LBO {d0.lbo}, SBO {d0.sbo}) read {view.base} exactly as its layout "
