@@ -121,6 +121,7 @@ class Skeleton:
             self.step(s, env, active)
 
     def step(self, s, env, active):
+        self.active = active
         if isinstance(s, ir.Let):
             env[s.name] = np.where(active, self.ev(s.value, env), env.get(s.name, 0)) \
                 if np.ndim(self.ev(s.value, env)) or s.name in env else self.ev(s.value, env)
@@ -161,9 +162,23 @@ class Skeleton:
     def where(self) -> dict:
         return dict(self.loop)
 
+    def role(self) -> str:
+        t = self.tids[self.active]
+        if len(t) == self.T:
+            return f"consumers (all {self.T} threads)"
+        if len(t) == 1:
+            return f"producer (thread {int(t[0])})"
+        return f"threads {int(t[0])}..{int(t[-1])} ({len(t)})"
+
     def fail(self, obligation, span, message, explanation, **detail):
-        detail = {"sizes": dict(self.sizes), "loop": self.where(), **detail}
-        raise Violation(obligation, span, message, explanation, detail)
+        detail = {"sizes": dict(self.sizes), "loop": self.where(), "role": self.role(), **detail}
+        where = [f"role: {detail['role']}"]
+        if "barrier" in detail:
+            where.append(f"barrier {detail['barrier']}[{detail.get('stage', '?')}]")
+        if "phase" in detail:
+            where.append(f"phase {detail['phase']}")
+        where.append(_loop(self.where()))
+        raise Violation(obligation, span, message, [", ".join(where), *explanation], detail)
 
     def offsets(self, view: ir.View, env, active) -> list:
         """Element offsets of a shared view's whole tile (by the declared layout)."""
@@ -331,9 +346,12 @@ class Skeleton:
         p = self.ph(name, i)
         if b["phase"][i] % 2 != parity:  # the phase of that parity has completed: the wait passes
             if b["pending"][i] < b["count"][i] or p["issued"]:
+                ph = int(b["phase"][i])
+                earlier = f"phase {ph - 1}, completed earlier" if ph else "the phase before phase 0, which counts " \
+                    "as completed"
                 self.fail("mbarrier-phase", s.span,
-                          f"the wait on {name}[{i}] for parity {parity} passes on the phase completed earlier "
-                          f"(phase {int(b['phase'][i]) - 1}) while phase {int(b['phase'][i])} is being filled",
+                          f"the wait on {name}[{i}] for parity {parity} passes on {earlier}, while phase {ph} is "
+                          "being filled",
                           ["the consumer's parity is one phase behind the producer's: it reads the stage before "
                            "the new copy lands"], barrier=name, stage=i, phase=int(b["phase"][i]))
             return
