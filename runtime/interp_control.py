@@ -66,7 +66,9 @@ class ControlOps:
     def visit_For(self, s: ir.For, env, active, loop):
         start = self.block_uniform(self.ieval(s.start, env))
         stop = self.block_uniform(self.ieval(s.stop, env))
-        for i in range(int(start.min()), int(stop.max()), s.step):
+        # blocks whose starts differ (`range(block_id.x, T, SMS)`) may not share one residue of the step
+        step = s.step if (start == start[0]).all() else 1
+        for i in range(int(start.min()), int(stop.max()), step):
             on = (i >= start) & (i < stop) & ((i - start) % s.step == 0)
             inner = active & on[:, None]
             if not inner.any():

@@ -62,13 +62,14 @@ class WgmmaOp:
     b_off: np.ndarray  # [G, N, K]
     a_alloc: str
     b_alloc: str
-    c_val: np.ndarray | None  # [G, T, V] the accumulator given, or None when chained
-    chained: WgmmaOp | None
+    c_val: np.ndarray  # [G, T, V] the accumulator given (where no earlier wgmma of the block chains)
+    chained: np.ndarray  # [G] the in-flight op whose result is the accumulator, -1: none
     coords: np.ndarray  # [T, V, 2]
     tile: tuple
+    blocks: np.ndarray  # [G] the blocks that issued it
     a_snap: np.ndarray | None = None  # the operands when issued
     b_snap: np.ndarray | None = None
-    result: np.ndarray | None = None
+    result: np.ndarray | None = None  # [G, T, V], filled as blocks retire it
 
 
 class HopperState:
@@ -76,9 +77,10 @@ class HopperState:
         self.G = G
         self.bars: dict[str, Barriers] = {}
         self.tmas: list[Tma] = []
-        self.open: list[WgmmaOp] = []
-        self.groups: list[list[WgmmaOp]] = []
-        self.latest: dict[str, WgmmaOp] = {}  # the in-flight wgmma whose result a name will hold
+        self.ops: list[WgmmaOp] = []
+        self.open: list[list[int]] = [[] for _ in range(G)]  # per block: issued, not committed
+        self.groups: list[list[list[int]]] = [[] for _ in range(G)]  # per block: committed groups
+        self.latest: dict[str, np.ndarray] = {}  # per name, per block: the in-flight op it will hold
         self.unfenced: set = set()  # fragments written by ordinary operations since wgmma_fence
 
 
@@ -264,7 +266,8 @@ class HopperOps:
     # -- wgmma -----------------------------------------------------------------------------------
     def visit_Wgmma(self, op: ir.Wgmma, s: ir.Assign, env, active, loop):
         st = self.hopper()
-        if not active.all():
+        blocks = active.any(1)
+        if (blocks & ~active.all(1)).any():
             raise ArgusRuntimeError("wgmma is issued by the whole warpgroup: every thread must run it", s.span)
         offs = []
         for which, view in (("a", op.a), ("b", op.b)):
@@ -278,31 +281,34 @@ class HopperOps:
             hw = hopper.wgmma_table(operand, shape, ir.DTYPE_BYTES[alloc.dtype]) // ir.DTYPE_BYTES[alloc.dtype]
             base = self._view_base(view, env)[:, 0]
             offs.append(base[:, None, None] + hw[None])
-        prev = st.latest.get(op.c)
-        if prev is not None:
-            c_val = None
-        elif op.c in st.unfenced:
-            c_val = np.full(env[op.c].shape, np.nan, dtype=np.float32)  # registers not ordered by wgmma.fence
-        else:
-            c_val = np.array(env[op.c], copy=True)
-        w = WgmmaOp(s.name, offs[0], offs[1], op.a.base, op.b.base, c_val, prev,
-                    self.coord_table(s.type.coords), tuple(s.type.tile))
+        prev = st.latest.get(op.c, np.full(self.G, -1))
+        c_val = np.array(env[op.c], copy=True, dtype=np.float32)
+        if op.c in st.unfenced:
+            c_val[:] = np.nan  # registers written by ordinary code, not ordered by wgmma.fence
+        w = WgmmaOp(s.name, offs[0], offs[1], op.a.base, op.b.base, c_val, prev.copy(),
+                    self.coord_table(s.type.coords), tuple(s.type.tile), blocks)
         w.a_snap, w.b_snap = self._operand(op.a.base, offs[0]), self._operand(op.b.base, offs[1])
-        st.open.append(w)
-        st.latest[s.name] = w
+        w.result = np.full(c_val.shape, np.nan, dtype=np.float32)
+        st.ops.append(w)
+        k = len(st.ops) - 1
+        latest = st.latest.setdefault(s.name, np.full(self.G, -1))
+        for g in np.nonzero(blocks)[0]:
+            st.open[g].append(k)
+            latest[g] = k
         st.unfenced.discard(s.name)
         return np.full((self.G, self.count, s.type.values), np.nan, dtype=np.float32)
 
     def visit_WgmmaGroup(self, s: ir.WgmmaGroup, env, active, loop):
         st = self.hopper()
-        if s.kind == "commit":
-            if st.open:
-                st.groups.append(st.open)
-            st.open = []
-            return
-        while len(st.groups) > s.pending:
-            for w in st.groups.pop(0):
-                self._retire(st, w, env)
+        for g in np.nonzero(active.any(1))[0]:
+            if s.kind == "commit":
+                if st.open[g]:
+                    st.groups[g].append(st.open[g])
+                st.open[g] = []
+                continue
+            while len(st.groups[g]) > s.pending:
+                for k in st.groups[g].pop(0):
+                    self._retire(st, k, int(g), env)
 
     def _operand(self, name: str, off: np.ndarray) -> np.ndarray:
         """What the async proxy reads at `off` now: ordinary writes not yet fenced read as NaN."""
@@ -315,31 +321,39 @@ class HopperOps:
         v[(sh.generic[name][rows, safe] >= 0) | ~inside] = np.nan
         return v
 
-    def _retire(self, st: HopperState, w: WgmmaOp, env) -> None:
-        G = self.G
+    def _retire(self, st: HopperState, k: int, g: int, env) -> None:
+        """Block g's part of wgmma k completes: its operands are read (undefined where they changed
+        since the issue) and its accumulators written."""
+        w = st.ops[k]
+        sh = self.batch.shared
+        rows = np.array([g])[:, None, None]
 
         def read(name, off, snap):
             # the unit reads its operands at some time between issue and completion: operands that
             # changed in between are undefined
-            v = self._operand(name, off)
-            same = (v == snap) | (np.isnan(v) & np.isnan(snap))
+            o = off[g][None]
+            n = sh.mem[name].shape[1]
+            inside = (o >= 0) & (o < n)
+            safe = np.where(inside, o, 0)
+            v = sh.mem[name][rows, safe].astype(np.float64)
+            v[(sh.generic[name][rows, safe] >= 0) | ~inside] = np.nan
+            sn = snap[g][None]
+            same = (v == sn) | (np.isnan(v) & np.isnan(sn))
             return np.where(same, v, np.nan)
 
-        a = read(w.a_alloc, w.a_off, w.a_snap)  # [G, M, K]
-        b = read(w.b_alloc, w.b_off, w.b_snap)  # [G, N, K]
+        a = read(w.a_alloc, w.a_off, w.a_snap)[0]  # [M, K]
+        b = read(w.b_alloc, w.b_off, w.b_snap)[0]  # [N, K]
         M, N = w.tile
         tt, vv = w.coords[..., 0], w.coords[..., 1]
-        if w.c_val is not None:
-            c_in = w.c_val
-        else:
-            c_in = w.chained.result  # retired before it: groups retire in order
-        acc = np.zeros((G, M, N), dtype=np.float64)
-        acc[:, tt, vv] = c_in
-        K = a.shape[2]
-        for k0 in range(0, K, hopper.WGMMA_K):
-            part = np.einsum("gmk,gnk->gmn", a[:, :, k0:k0 + hopper.WGMMA_K], b[:, :, k0:k0 + hopper.WGMMA_K])
+        prev = int(w.chained[g])
+        c_in = st.ops[prev].result[g] if prev >= 0 else w.c_val[g]  # earlier groups retire first
+        acc = np.zeros((M, N), dtype=np.float64)
+        acc[tt, vv] = c_in
+        for k0 in range(0, a.shape[1], hopper.WGMMA_K):
+            part = a[:, k0:k0 + hopper.WGMMA_K] @ b[:, k0:k0 + hopper.WGMMA_K].T
             acc = round_to(acc + part, "f32").astype(np.float64)
-        w.result = acc[:, tt, vv].astype(np.float32)
-        if st.latest.get(w.name) is w:
-            env[w.name] = w.result
-            del st.latest[w.name]
+        w.result[g] = acc[tt, vv].astype(np.float32)
+        latest = st.latest.get(w.name)
+        if latest is not None and latest[g] == k:
+            env[w.name][g] = w.result[g]
+            latest[g] = -1
