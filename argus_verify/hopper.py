@@ -265,12 +265,14 @@ def layout_mismatch(declared: np.ndarray, hardware: np.ndarray):
     return (r, c), int(declared[r, c]), int(hardware[r, c])
 
 
-def acc_layout(bm: int, bn: int) -> ir.TVLayout:
-    """The accumulator fragment of a warpgroup's wgmma m64nNk16 over a [bm, bn] f32 tile (bm a
-    multiple of 64): thread t = 32 w + l holds rows 16 w + l // 4 (+ 8) and columns 8 j +
-    2 (l % 4) (+ 1) of every 64-row block; value v = c + 2 i + 4 j + 4 (bn / 8) mb."""
+def acc_layout(bm: int, bn: int, wgs: int = 1) -> ir.TVLayout:
+    """The accumulator fragment of `wgs` warpgroups' wgmma m64nNk16 over a [bm, bn] f32 tile
+    (warpgroup w takes rows w * bm / wgs .. (w + 1) * bm / wgs, a multiple of 64 each): thread
+    t = 128 w + 32 q + l holds rows 16 q + l // 4 (+ 8) and columns 8 j + 2 (l % 4) (+ 1) of each
+    of its 64-row blocks; value v = c + 2 i + 4 j + 4 (bn / 8) mb."""
     from argus_verify.layout import Layout
 
-    lay = Layout(((4, 8, 4), (2, 2, bn // 8, bm // WGMMA_M)),
-                 ((2, bn, 16 * bn), (1, 8 * bn, 8, WGMMA_M * bn)))
+    rows = bm // wgs
+    lay = Layout(((4, 8, 4, wgs), (2, 2, bn // 8, rows // WGMMA_M)),
+                 ((2, bn, 16 * bn, rows * bn), (1, 8 * bn, 8, WGMMA_M * bn)))
     return ir.TVLayout(lay, (bm, bn))

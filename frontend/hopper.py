@@ -138,12 +138,14 @@ def wgmma(site: CallSite) -> FragVal:
     (m, k), (k2, n) = a.view.tile, bb.view.tile
     if k != k2 or tuple(c.type.tile) != (m, n):
         raise b.err(site.node, f"wgmma shapes do not match: a {[m, k]}, b {[k2, n]}, c {list(c.type.tile)}")
-    if m % hopper.WGMMA_M or k % hopper.WGMMA_K or n % 8 or not 8 <= n <= 256:
-        raise b.err(site.node, f"wgmma needs M a multiple of 64, K of 16 and N in 8..256 a multiple of 8; "
-                               f"got {m} x {n} x {k}")
-    if b.block != hopper.WARPGROUP:
-        raise b.err(site.node, f"wgmma is issued by one warpgroup: block({hopper.WARPGROUP}) (got {b.block})")
-    want = hopper.acc_layout(m, n)
+    if b.block % hopper.WARPGROUP:
+        raise b.err(site.node, f"wgmma is issued by whole warpgroups: the block must be a multiple of "
+                               f"{hopper.WARPGROUP} threads (got {b.block})")
+    wgs = b.block // hopper.WARPGROUP
+    if m % (hopper.WGMMA_M * wgs) or k % hopper.WGMMA_K or n % 8 or not 8 <= n <= 256:
+        raise b.err(site.node, f"wgmma needs M a multiple of 64 per warpgroup ({wgs}), K of 16 and N in 8..256 "
+                               f"a multiple of 8; got {m} x {n} x {k}")
+    want = hopper.acc_layout(m, n, wgs)
     have, need = c.type.coords.coord_table(), want.coord_table()
     if have.shape != need.shape or not np.array_equal(have, need):
         raise b.err(site.args[2], f"wgmma's accumulator must have the m64nNk16 accumulator layout {want.layout} "

@@ -146,16 +146,30 @@ class HopperLowering:
         ab = self.shared[op.a.base].alloc.dtype
         scale_d = self._true_pred()
         per = n // 2  # f32 accumulators per thread of one m64nN instruction
+        wgs = self.k.block // hopper.WARPGROUP
+        local = m // (hopper.WGMMA_M * wgs)  # 64-row blocks of each warpgroup
+        if wgs > 1:  # warpgroup w reads A's row blocks w * local ..: the descriptors' starts must be affine
+            wg = self.em.floordiv(self.tid, hopper.WARPGROUP)
+            for kk in range(k // hopper.WGMMA_K):
+                d0, d1 = da.descs[(0, kk)], da.descs[(local, kk)]
+                step = d1.start - d0.start
+                for w in range(wgs):
+                    for j in range(local):
+                        want = da.descs[(w * local + j, kk)].start
+                        if want != da.descs[(j, kk)].start + w * step:
+                            raise LoweringError("wgmma: A's row blocks are not evenly spaced between warpgroups",
+                                                s.span)
+            base_a = self.em.add(base_a, self.em.mul(wg, step))
         for kk in range(k // hopper.WGMMA_K):
             descb = self._desc(base_b, db.descs[(0, kk)])
-            for mb in range(m // hopper.WGMMA_M):
-                desca = self._desc(base_a, da.descs[(mb, kk)])
-                regs = target[mb * per:(mb + 1) * per]
+            for j in range(local):
+                desca = self._desc(base_a, da.descs[(j, kk)])
+                regs = target[j * per:(j + 1) * per]
                 em.emit(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} "
                         f"{{{', '.join(map(str, regs))}}}, {desca}, {descb}, {scale_d}, 1, 1, "
-                        f"{da.descs[(mb, kk)].trans}, {db.descs[(0, kk)].trans};")
+                        f"{da.descs[(j, kk)].trans}, {db.descs[(0, kk)].trans};")
         line = s.span.line if s.span is not None else 0
-        self.notes.append(f"line {line}: wgmma m64n{n}k16 x {(m // 64) * (k // 16)}: a {da.major}-major, "
+        self.notes.append(f"line {line}: wgmma m64n{n}k16 x {local * (k // 16)} per warpgroup: a {da.major}-major, "
                           f"b {db.major}-major, swizzle {da.descs[(0, 0)].swizzle} B")
         return target
 

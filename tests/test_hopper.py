@@ -81,6 +81,23 @@ def test_wgmma_gemm_in_the_interpreter_on_ragged_shapes(m, n, k):
     assert _rel(out, ref) < 1e-6
 
 
+def test_persistent_variant_walks_every_tile_and_keeps_the_ring_across_tiles():
+    k = compile_file(str(ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_persistent.arg"), {"SMS": 3, "GROUP": 2})
+    a, b, ref = _inputs(300, 264, 200)  # 9 tiles on 3 blocks, 4 k tiles each: phases run on across tiles
+    assert _rel(interp.run(k, {"A": a, "B": b}, {"M": 300, "N": 264, "K": 200})["C"], ref) < 1e-6
+    res = smt.verify(k, checks=PROTOCOL).results
+    assert all(r.status == "proved" for r in res), [(r.obligation, r.message) for r in res if r.status != "proved"]
+
+
+def test_two_consumer_warpgroups_split_the_rows():
+    k = compile_file(str(ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_wg.arg"))  # 128 x 256 tile, 256 threads
+    a, b, ref = _inputs(150, 264, 200)
+    assert _rel(interp.run(k, {"A": a, "B": b}, {"M": 150, "N": 264, "K": 200})["C"], ref) < 1e-6
+    ptx = lower(k).ptx
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16") == 4  # one m64 block per warpgroup, 4 k steps
+    assert "shr.s32" in ptx  # the warpgroup index selects the A rows
+
+
 def test_generic_stores_fenced_for_the_async_proxy_are_correct_and_proved():
     a, b, ref = _inputs(70, 72, 200)
     k = compile_file(str(GENERIC_B))
