@@ -82,7 +82,8 @@ def test_wgmma_gemm_in_the_interpreter_on_ragged_shapes(m, n, k):
 
 
 def test_persistent_variant_walks_every_tile_and_keeps_the_ring_across_tiles():
-    k = compile_file(str(ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_persistent.arg"), {"SMS": 3, "GROUP": 2})
+    k = compile_file(str(ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_persistent.arg"),
+                     {"SMS": 3, "GROUP": 2, "WG": 1, "BN": 128})
     a, b, ref = _inputs(300, 264, 200)  # 9 tiles on 3 blocks, 4 k tiles each: phases run on across tiles
     assert _rel(interp.run(k, {"A": a, "B": b}, {"M": 300, "N": 264, "K": 200})["C"], ref) < 1e-6
     res = smt.verify(k, checks=PROTOCOL).results
