@@ -87,7 +87,9 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     _settle()
     report.results += _reductions(kernel, timeout_s, want, shapes)
     _settle()
-    report.results += _protocol(kernel, want, shapes)
+    proto = _protocol(kernel, want, shapes)
+    followed = {r.obligation for r in proto if r.obligation not in PROTOCOL}  # tags followed through wgmma
+    report.results = [r for r in report.results if r.obligation not in followed] + proto
     if launch.vacuous:
         vacuity.mark_vacuous(report.results, launch.vacuous)
     if "launch" in want:
@@ -121,7 +123,7 @@ def _protocol(kernel, want, shapes) -> list:
     if not ir.uses_hopper(kernel.body) or not set(PROTOCOL) & want:
         return []
     try:
-        return [r for r in check_protocol(kernel, shapes) if r.obligation in want]
+        return [r for r in check_protocol(kernel, shapes) if r.obligation in want]  # (and followed tags)
     except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
         return [ObligationResult(n, "unknown", kernel.span, f"internal verifier error: {type(e).__name__}: {e}",
                                  detail={"reason": traceback.format_exc()}) for n in PROTOCOL if n in want]

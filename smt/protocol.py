@@ -44,6 +44,7 @@ PROTOCOL = ("mbarrier-tx", "mbarrier-phase", "stage-reuse", "wgmma-accumulator",
 
 MAX_RUNS = 400
 _OFFSETS: dict = {}  # (view, index values, slice starts) -> element offsets (layouts are constant)
+_TMA_TAGS: dict = {}  # (tensor, box, start, tensor shape) -> the tags a TMA tile receives
 
 
 class Violation(Exception):
@@ -60,7 +61,7 @@ class _Deadlock(Exception):
 class Skeleton:
     """One block's protocol state, executed statement by statement for every thread."""
 
-    def __init__(self, kernel: ir.Kernel, sizes: dict):
+    def __init__(self, kernel: ir.Kernel, sizes: dict, block: tuple = (0, 0, 0), grid: tuple = (1, 1, 1)):
         self.k = kernel
         self.T = kernel.block
         self.sizes = sizes
@@ -78,6 +79,12 @@ class Skeleton:
         self.trips: list = []
         self.loop: dict = {}
         self.published = True
+        self.block, self.grid = block, grid
+        # tags: per shared element, (tensor index, row, column); -1 nothing landed, -2 zero fill, -3 unknown
+        self.names = [t.name for t in kernel.tensors]
+        self.tag: dict = {a: np.full((al.size_elems, 3), -1) for a, al in self.allocs.items()}
+        self.acc_rec: dict = {}  # accumulator name -> what its wgmmas summed (see wgmma_tags)
+        self.gemm = _gemm_contract(kernel)
 
     # -- integers -------------------------------------------------------------------------------
     def ev(self, e: ir.IExpr, env):
@@ -90,9 +97,9 @@ class Skeleton:
         if isinstance(e, ir.ISpecial):
             kind, _, axis = e.which.partition(".")
             if kind == "block_id":
-                return 0
+                return self.block["xyz".index(axis)]
             if kind == "num_blocks":
-                return 1
+                return self.grid["xyz".index(axis)]
             return {"thread_id": self.tids, "warp_id": self.tids // 32, "lane_id": self.tids % 32}[e.which]
         if isinstance(e, ir.IUn):
             from argus_verify import semantics
@@ -152,6 +159,9 @@ class Skeleton:
             if s.dst.space == "shared":
                 for off in self.offsets(s.dst, env, active):
                     self.generic[s.dst.base][off] = 0
+                    self.tag[s.dst.base][off] = -3
+            else:
+                self.store_tags(s, env, active)
         elif isinstance(s, ir.Stmatrix):
             self.read_frag(s.value, s)
             for off in self.offsets(s.dst, env, active):
@@ -224,6 +234,8 @@ class Skeleton:
             return
         for name in _frag_reads(op):
             self.read_frag(name, s)
+        # constants start a sum afresh; anything else computed from a wgmma result is not followed
+        self.acc_rec[s.name] = _Rec() if isinstance(op, ir.Full) else None
         self.unfenced[s.name] = s.span
         self.pending_acc.pop(s.name, None)
 
@@ -251,6 +263,7 @@ class Skeleton:
                               "ordinary stores not ordered by fence_proxy_async",
                               ["each writing thread needs fence_proxy_async() after its stores, before the "
                                "barrier that precedes the wgmma"])
+        self.wgmma_tags(s, env, active)
         self.open.append({"reads": reads, "span": s.span, "loop": self.where(), "name": s.name})
         self.pending_acc[s.name] = (s.span, self.where())
         self.unfenced.pop(s.name, None)
@@ -377,9 +390,115 @@ class Skeleton:
                            "producer and consumer disagree"], barrier=name, stage=i, phase=int(b["phase"][i]))
             t = mine[0]
             self.tmas.remove(t)
+            self.tag[t["alloc"]][t["off"]] = t["tags"]
             if b["fenced"][i]:
                 p["landed"] += t["bytes"]
                 self.try_complete(name, i, s.span)
+
+    # -- tags: what each element of a sum is, followed through TMA and wgmma (bounded, like the rest)
+    def tma_tags(self, s: ir.TmaLoad, env, active) -> np.ndarray:
+        """[elements of the tile, 3]: (tensor, row, column) of the global element each tile element
+        receives, in the tile's row-major order (-2: zero fill outside the tensor)."""
+        rows, cols = s.src.tile
+        r0 = self.uni(s.src.index[0].start, env, active)
+        c0 = self.uni(s.src.index[1].start, env, active)
+        shape = tuple(int(self.ev(d, {})) if not isinstance(d, ir.IConst) else d.value
+                      for d in self.k.param(s.src.base).shape)
+        key = (s.src.base, rows, cols, r0, c0, shape)
+        if key not in _TMA_TAGS:
+            _TMA_TAGS[key] = self._tma_tags(s, rows, cols, r0, c0, shape)
+        return _TMA_TAGS[key]
+
+    def _tma_tags(self, s, rows, cols, r0, c0, shape) -> np.ndarray:
+        rr, cc = np.meshgrid(np.arange(rows) + r0, np.arange(cols) + c0, indexing="ij")
+        inside = (rr < int(shape[0])) & (cc < int(shape[1]))
+        out = np.stack([np.full(rr.shape, self.names.index(s.src.base)), rr, cc], -1).reshape(-1, 3)
+        out[~inside.reshape(-1)] = -2
+        return out
+
+    def view_tags(self, view: ir.View, env, active) -> np.ndarray:
+        off = self.offsets(view, env, active)[0]
+        return self.tag[view.base][off].reshape(*view.tile, 3)
+
+    def wgmma_tags(self, s: ir.Assign, env, active) -> None:
+        """Follow what `acc = wgmma(a, b, acc)` adds: for each k step, a's column and b's row must be
+        one k of the contract's A and B (the products agree on k); a's rows and b's columns are the
+        tile's output rows and columns; every k entering is counted."""
+        op = s.op
+        prev = self.acc_rec.get(op.c)
+        rec = prev.copy() if prev is not None else None
+        self.acc_rec[s.name] = rec
+        if rec is None or self.gemm is None:
+            return
+        at, bt = self.view_tags(op.a, env, active), self.view_tags(op.b, env, active)  # [M, K, 3], [K, N, 3]
+        ta, tb = self.names.index(self.gemm[0]), self.names.index(self.gemm[1])
+        if rec.rows is None:
+            rec.rows, rec.cols = np.full(at.shape[0], -1), np.full(bt.shape[1], -1)
+        if (at[..., 0] == -1).any() or (bt[..., 0] == -1).any() or (at[..., 0] < -2).any() or (bt[..., 0] < -2).any():
+            self.acc_rec[s.name] = None  # not landed, or not followed: nothing to say here
+            return
+        va, vb = at[..., 0] == ta, bt[..., 0] == tb  # [M, K], [K, N]; the rest is zero fill
+        if ((at[..., 0] >= 0) & ~va).any() or ((bt[..., 0] >= 0) & ~vb).any():
+            self.fail("tag-assertion", s.span, f"wgmma multiplies elements of other tensors than the contract's "
+                      f"{self.gemm[0]} and {self.gemm[1]}", [])
+        big = 1 << 40
+
+        def span_of(tags, valid, axis):
+            lo = np.where(valid, tags, big).min(axis)
+            hi = np.where(valid, tags, -big).max(axis)
+            return lo, hi, valid.any(axis)
+
+        ka, ka_hi, has_a = span_of(at[..., 2], va, 0)  # the k of each of a's columns
+        kb, kb_hi, has_b = span_of(bt[..., 1], vb, 1)  # the k of each of b's rows
+        both = has_a & has_b
+        bad = (has_a & (ka != ka_hi)) | (has_b & (kb != kb_hi)) | (both & (ka != kb))
+        if bad.any():
+            kk = int(np.argmax(bad))
+            self.fail("tag-assertion", s.span, f"wgmma k step {kk}: {self.gemm[0]}'s column k in "
+                      f"{int(ka[kk])}..{int(ka_hi[kk])} meets {self.gemm[1]}'s row k in "
+                      f"{int(kb[kk])}..{int(kb_hi[kk])}: the products do not agree on k",
+                      [f"k step {kk} ({_loop(self.where())})"], k_step=kk)
+        for which, tags, valid, axis in (("row", at[..., 1], va, 1), ("column", bt[..., 2], vb, 0)):
+            lo, hi, has = span_of(tags, valid, axis)
+            cur = rec.rows if which == "row" else rec.cols
+            clash = has & ((lo != hi) | ((cur >= 0) & (cur != lo)))
+            if clash.any():
+                j = int(np.argmax(clash))
+                self.fail("tag-assertion", s.span, f"wgmma adds to the accumulator's {which} {j} elements of "
+                          f"{which}s {int(lo[j])}..{int(hi[j])} (before: {int(cur[j])})", [])
+            cur[has] = lo[has]
+        for k in ka[both].tolist():
+            rec.k[k] = rec.k.get(k, 0) + 1
+
+    def store_tags(self, s: ir.Store, env, active) -> None:
+        """A stored accumulator: its rows and columns are the output elements', and every k of the
+        contract's sum entered it exactly once."""
+        rec = self.acc_rec.get(s.value, "none")
+        if rec == "none" or self.gemm is None or not self.k.param(s.dst.base).output:
+            return
+        if rec is None or rec.rows is None:
+            self.tag_unknown = True
+            return
+        self.stored = True
+        r0 = self.uni(s.dst.index[0].start, env, active)
+        c0 = self.uni(s.dst.index[1].start, env, active)
+        shape = [int(self.ev(d, {})) if not isinstance(d, ir.IConst) else d.value
+                 for d in self.k.param(s.dst.base).shape]
+        for which, start, cur, extent in (("row", r0, rec.rows, shape[0]), ("column", c0, rec.cols, shape[1])):
+            want = start + np.arange(len(cur))
+            bad = (want < extent) & (cur != want)
+            if bad.any():
+                j = int(np.argmax(bad))
+                self.fail("output-contract", s.span, f"{s.dst.base}'s {which} {int(want[j])} receives the sum of "
+                          f"{which} {int(cur[j])}", [f"block {self.block}"], block=list(self.block))
+        K = int(self.sizes[self.gemm[2]])
+        counts = np.array([rec.k.get(k, 0) for k in range(K)])
+        extra = sorted(set(rec.k) - set(range(K)))
+        if (counts != 1).any() or extra:
+            k = int(np.argmax(counts != 1)) if (counts != 1).any() else extra[0]
+            n = int(counts[k]) if k < K else rec.k[k]
+            self.fail("reduction-coverage", self.gemm[3], f"k = {k} enters {s.dst.base}'s sum {n} times, not once",
+                      [f"block {self.block}, stored at line {s.span.line}"], block=list(self.block))
 
     def tma(self, s: ir.TmaLoad, env, active):
         name = s.bar.base
@@ -403,9 +522,42 @@ class Skeleton:
                 self.fail("async-proxy-fence", s.span, f"TMA completes on {name}[{i}] before its mbarrier_init", [])
             self.ph(name, i)["issued"] += int(np.prod(s.dst.tile)) * esize
             self.tmas.append({"bar": name, "idx": i, "alloc": s.dst.base, "mask": self.mask(s.dst.base, off),
+                              "off": off, "tags": self.tma_tags(s, env, active),
                               "span": s.span,
                               "loop": self.where(), "phase": int(b["phase"][i]),
                               "bytes": int(np.prod(s.dst.tile)) * esize})
+
+
+class _Rec:
+    """What an accumulator holds: the output row of each tile row, column of each tile column (-1
+    none yet) and how often each k entered."""
+
+    def __init__(self):
+        self.rows = None
+        self.cols = None
+        self.k: dict = {}
+
+    def copy(self):
+        r = _Rec()
+        r.rows = None if self.rows is None else self.rows.copy()
+        r.cols = None if self.cols is None else self.cols.copy()
+        r.k = dict(self.k)
+        return r
+
+
+def _gemm_contract(kernel) -> tuple | None:
+    """(A, B, size of k, span) when the kernel's contract is C[i, j] = sum(A[i, k] * B[k, j] for k)."""
+    for c in kernel.contracts:
+        e = c.expr
+        if isinstance(e, ir.CReduce) and e.op == "sum" and isinstance(e.body, ir.CBin) and e.body.op == "*":
+            a, b = e.body.a, e.body.b
+            i, j = c.index_vars
+            if (isinstance(a, ir.CElem) and isinstance(b, ir.CElem) and a.indices == (i, e.var)
+                    and b.indices == (e.var, j)):
+                kdim = kernel.param(a.tensor).shape[1]
+                if isinstance(kdim, ir.IVar):
+                    return a.tensor, b.tensor, kdim.name, c.span
+    return None
 
 
 def _frag_reads(op) -> list:
@@ -536,24 +688,35 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
         combos.append(dict(shapes))
     else:
         combos.append(dict(base))
+        # several blocks with a ragged last one: every size a little over twice its largest tile
+        qmax = max([v for _, v in kernel.consts if isinstance(v, int)] + [64])
+        combos.append({n: 2 * qmax + 8 for n in kernel.sizes})
         for name in kernel.sizes:
             if name in control:
                 combos += [{**base, name: v} for v in vals]
+    tag_state = {"stored": False, "unknown": False}
     for sizes in combos:
         if runs >= MAX_RUNS:
             break
         if not _admissible(kernel, sizes):
             continue
-        sk = Skeleton(kernel, sizes)
         try:
-            sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
-        except Violation as v:
-            found.setdefault(v.obligation, v)
-        except (KeyError, ZeroDivisionError, IndexError):
-            pass
+            grid = tuple(max(1, int(ir.eval_int(g, sizes))) for g in kernel.grid) + (1, 1)
+        except (KeyError, ZeroDivisionError):
+            continue
+        last = tuple(g - 1 for g in grid[:3])
+        for block in dict.fromkeys([(0, 0, 0), last]):  # the first and the (ragged) last block
+            sk = Skeleton(kernel, sizes, block, grid[:3])
+            try:
+                sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
+            except Violation as v:
+                found.setdefault(v.obligation, v)
+            except (KeyError, ZeroDivisionError, IndexError):
+                tag_state["unknown"] = True
+            tag_state["stored"] |= getattr(sk, "stored", False)
+            tag_state["unknown"] |= getattr(sk, "tag_unknown", False)
+            seen.add(tuple(sk.trips))
         runs += 1
-        sig = tuple(sk.trips)
-        seen.add(sig)
     trips = sorted({t for sig in seen for _, t in sig})
     covered = [t for t in range(0, trip_bound + 1) if t in trips]
     scope = (f"checked on {runs} size combinations (loop trip counts {covered[0] if covered else 0}.."
@@ -577,6 +740,22 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
         else:
             out.append(ObligationResult(name, "proved", first.get(name) or kernel.span, f"{msg} ({scope})"))
     out += desc + box
+    gemm = _gemm_contract(kernel)
+    tags = {"tag-assertion": "wgmma products agree on k: each k step multiplies one column of "
+                             f"{gemm[0] if gemm else 'A'} with the same row of {gemm[1] if gemm else 'B'}",
+            "output-contract": "every stored accumulator element sums its own output row and column",
+            "reduction-coverage": "every k of the contract's sum enters each output element exactly once"}
+    for name, msg in tags.items():
+        where = first.get("wgmma-accumulator") if name == "tag-assertion" else \
+            (gemm[3] if gemm and name == "reduction-coverage" else first.get("store"))
+        if name in found:
+            v = found[name]
+            out.append(ObligationResult(name, "violated", v.span or kernel.span, v.message,
+                                        witness={"sizes": v.detail["sizes"], "loop": v.detail.get("loop", {})},
+                                        detail=v.detail, explanation=v.explanation))
+        elif gemm is not None and tag_state["stored"] and not tag_state["unknown"]:
+            out.append(ObligationResult(name, "proved", where or kernel.span,
+                                        f"{msg} (followed through TMA and wgmma; {scope}, first and last block)"))
     dt = time.perf_counter() - t0
     for r in out:
         r.seconds = dt / max(1, len(out))
@@ -632,6 +811,8 @@ def _first_spans(kernel) -> dict:
             out.setdefault("wgmma-accumulator", s.span)
         if isinstance(s, ir.Fence) and s.kind in ("mbarrier_init", "proxy_async"):
             out.setdefault("async-proxy-fence", s.span)
+        if isinstance(s, ir.Store) and s.dst.space == "global":
+            out.setdefault("store", s.span)
     return out
 
 

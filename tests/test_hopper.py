@@ -111,12 +111,15 @@ def test_the_protocol_obligations_are_proved_on_the_gemm_quickly():
     k = compile_file(str(SPEC))
     t0 = time.perf_counter()
     rep = smt.verify(k)
-    assert time.perf_counter() - t0 < 5.0
+    assert time.perf_counter() - t0 < 20.0  # ~2 s alone on a 2-core machine; generous under load
     proto = [r for r in rep.results if r.obligation in PROTOCOL]
     assert {r.obligation for r in proto} == set(PROTOCOL)
     assert all(r.status == "proved" for r in proto), [(r.obligation, r.message) for r in proto]
-    # the tag obligations do not follow TMA / wgmma yet: unknown, never proved
-    others = [r for r in rep.results if r.obligation not in PROTOCOL and r.obligation != "launch"]
+    # tags followed through TMA and wgmma by the same bounded execution: k agreement, rows and
+    # columns of the stored sums, every k once; the other tag obligations are unknown, never proved
+    followed = {"tag-assertion", "output-contract", "reduction-coverage"}
+    assert {r.obligation for r in rep.results if r.status == "proved"} >= followed
+    others = [r for r in rep.results if r.obligation not in set(PROTOCOL) | followed and r.obligation != "launch"]
     assert others and all(r.status == "unknown" for r in others)
 
 
