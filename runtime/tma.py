@@ -53,9 +53,10 @@ def encode_tensor_map(spec, address: int, rows: int, cols: int) -> bytes:
     esize = ir.DTYPE_BYTES[spec.dtype]
     if (cols * esize) % 16:
         raise TmaError(f"TMA needs row strides of a multiple of 16 bytes: {spec.tensor} has rows of {cols * esize}")
+    u32, u64 = drv.cuuint32_t, drv.cuuint64_t  # the binding takes its own integer types here
     tmap = _check(drv.cuTensorMapEncodeTiled(
-        getattr(drv.CUtensorMapDataType, _DTYPES[spec.dtype]), 2, address,
-        [cols, rows], [cols * esize], [spec.box_cols, spec.box_rows], [1, 1],
+        getattr(drv.CUtensorMapDataType, _DTYPES[spec.dtype]), u32(2), address,
+        [u64(cols), u64(rows)], [u64(cols * esize)], [u32(spec.box_cols), u32(spec.box_rows)], [u32(1), u32(1)],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(drv.CUtensorMapSwizzle, _SWIZZLE[spec.swizzle]),
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
