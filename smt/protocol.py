@@ -85,6 +85,7 @@ class Skeleton:
         self.tag: dict = {a: np.full((al.size_elems, 3), -1) for a, al in self.allocs.items()}
         self.acc_rec: dict = {}  # accumulator name -> what its wgmmas summed (see wgmma_tags)
         self.gemm = _gemm_contract(kernel)
+        self.writes: list = []  # (store, row start, column start, tile) of each stored accumulator
 
     # -- integers -------------------------------------------------------------------------------
     def ev(self, e: ir.IExpr, env):
@@ -482,6 +483,10 @@ class Skeleton:
         self.stored = True
         r0 = self.uni(s.dst.index[0].start, env, active)
         c0 = self.uni(s.dst.index[1].start, env, active)
+        if s.where is None and active.all():  # every thread stores its values: the whole tile
+            self.writes.append((s, r0, c0, s.dst.tile))
+        else:
+            self.tag_unknown = True
         shape = [int(self.ev(d, {})) if not isinstance(d, ir.IConst) else d.value
                  for d in self.k.param(s.dst.base).shape]
         for which, start, cur, extent in (("row", r0, rec.rows, shape[0]), ("column", c0, rec.cols, shape[1])):
@@ -695,6 +700,9 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
             if name in control:
                 combos += [{**base, name: v} for v in vals]
     tag_state = {"stored": False, "unknown": False}
+    first = _first_spans(kernel)
+    once_checked = False
+    once_scope = ""
     for sizes in combos:
         if runs >= MAX_RUNS:
             break
@@ -705,16 +713,43 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
         except (KeyError, ZeroDivisionError):
             continue
         last = tuple(g - 1 for g in grid[:3])
-        for block in dict.fromkeys([(0, 0, 0), last]):  # the first and the (ragged) last block
+        blocks = [(0, 0, 0), last]  # the first and the (ragged) last block
+        every = sizes is combos[1] if len(combos) > 1 else False
+        if every:  # the combination with several blocks: all of them, for output-once
+            blocks = list(itertools.product(range(grid[0]), range(grid[1]), range(grid[2])))
+            written = {t.name: np.zeros([int(ir.eval_int(d, sizes)) for d in t.shape], dtype=np.int64)
+                       for t in kernel.outputs}
+        complete = True  # every block ran to its end (else what it wrote says nothing)
+        for block in dict.fromkeys(blocks):
             sk = Skeleton(kernel, sizes, block, grid[:3])
             try:
                 sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
             except Violation as v:
                 found.setdefault(v.obligation, v)
+                complete = False
             except (KeyError, ZeroDivisionError, IndexError):
                 tag_state["unknown"] = True
+                complete = False
             tag_state["stored"] |= getattr(sk, "stored", False)
             tag_state["unknown"] |= getattr(sk, "tag_unknown", False)
+            if every and complete:
+                for st, r0, c0, (rows, cols) in sk.writes:
+                    w = written[st.dst.base]
+                    w[max(r0, 0):r0 + rows, max(c0, 0):c0 + cols] += 1
+                    if (w > 1).any():
+                        i, j = (int(x[0]) for x in np.nonzero(w > 1))
+                        found.setdefault("output-once", Violation(
+                            "output-once", st.span, f"{st.dst.base}[{i}, {j}] is written twice", [f"block {block}"],
+                            {"sizes": dict(sizes), "loop": {}, "block": list(block)}))
+        if every and complete:
+            for name, w in written.items():
+                if (w == 0).any() and "output-once" not in found:
+                    i, j = (int(x[0]) for x in np.nonzero(w == 0))
+                    found["output-once"] = Violation("output-once", first.get("store") or kernel.span,
+                                                     f"{name}[{i}, {j}] is never written", [],
+                                                     {"sizes": dict(sizes), "loop": {}})
+            once_checked = bool(written)
+            once_scope = ", ".join(f"{k}={v}" for k, v in sizes.items()) + f", all {len(blocks)} blocks"
             seen.add(tuple(sk.trips))
         runs += 1
     trips = sorted({t for sig in seen for _, t in sig})
@@ -744,18 +779,22 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
     tags = {"tag-assertion": "wgmma products agree on k: each k step multiplies one column of "
                              f"{gemm[0] if gemm else 'A'} with the same row of {gemm[1] if gemm else 'B'}",
             "output-contract": "every stored accumulator element sums its own output row and column",
-            "reduction-coverage": "every k of the contract's sum enters each output element exactly once"}
+            "reduction-coverage": "every k of the contract's sum enters each output element exactly once",
+            "output-once": "every output element is written exactly once"}
     for name, msg in tags.items():
         where = first.get("wgmma-accumulator") if name == "tag-assertion" else \
+            first.get("store") if name == "output-once" else \
             (gemm[3] if gemm and name == "reduction-coverage" else first.get("store"))
         if name in found:
             v = found[name]
             out.append(ObligationResult(name, "violated", v.span or kernel.span, v.message,
                                         witness={"sizes": v.detail["sizes"], "loop": v.detail.get("loop", {})},
                                         detail=v.detail, explanation=v.explanation))
-        elif gemm is not None and tag_state["stored"] and not tag_state["unknown"]:
+        elif gemm is not None and tag_state["stored"] and not tag_state["unknown"] and \
+                (name != "output-once" or once_checked):
+            how = f"{once_scope}" if name == "output-once" else f"{scope}, first and last block"
             out.append(ObligationResult(name, "proved", where or kernel.span,
-                                        f"{msg} (followed through TMA and wgmma; {scope}, first and last block)"))
+                                        f"{msg} (followed through TMA and wgmma; {how})"))
     dt = time.perf_counter() - t0
     for r in out:
         r.seconds = dt / max(1, len(out))

@@ -117,7 +117,7 @@ def test_the_protocol_obligations_are_proved_on_the_gemm_quickly():
     assert all(r.status == "proved" for r in proto), [(r.obligation, r.message) for r in proto]
     # tags followed through TMA and wgmma by the same bounded execution: k agreement, rows and
     # columns of the stored sums, every k once; the other tag obligations are unknown, never proved
-    followed = {"tag-assertion", "output-contract", "reduction-coverage"}
+    followed = {"tag-assertion", "output-contract", "reduction-coverage", "output-once"}
     assert {r.obligation for r in rep.results if r.status == "proved"} >= followed
     others = [r for r in rep.results if r.obligation not in set(PROTOCOL) | followed and r.obligation != "launch"]
     assert others and all(r.status == "unknown" for r in others)
@@ -127,12 +127,12 @@ def test_the_protocol_obligations_are_proved_on_the_gemm_quickly():
 def test_each_protocol_bug_is_violated_at_its_line_and_wrong_in_the_interpreter(path):
     want = re.findall(r"^# expect: (\S+) line (\d+)$", path.read_text(), re.M)
     k = compile_file(str(path))
-    checks = (*PROTOCOL, "tag-assertion", "output-contract", "reduction-coverage")
+    checks = (*PROTOCOL, "tag-assertion", "output-contract", "reduction-coverage", "output-once")
     found = {(r.obligation, r.location.line) for r in smt.verify(k, checks=checks).results
              if r.status == "violated"}
     for obligation, line in want:
         assert (obligation, int(line)) in found, sorted(found)
-    m, n, kk = 70, 72, 328  # k tiles: 6 > STAGES, so refills, parities and the drain all run
+    m, n, kk = 70, 264, 328  # k tiles: 6 > STAGES (refills, parities, drain); 3 column tiles
     a, b, ref = _inputs(m, n, kk)
     try:
         out = interp.run(k, {"A": a, "B": b}, {"M": m, "N": n, "K": kk})["C"]
