@@ -16,6 +16,7 @@ import attrs
 from argus_verify import hopper, ir
 from argus_verify.lowering.emitter import LoweringError
 from argus_verify.lowering.values import ident
+from argus_verify.semantics import ASYNC_OPS
 
 TMAP_BYTES = 128
 
@@ -64,29 +65,28 @@ class HopperLowering:
         em = self.em
         addr = self._bar_addr(s.bar)
         if s.kind == "init":
-            em.emit(f"mbarrier.init.shared::cta.b64 [{addr}], {self._operand(s.value)};")
+            em.emit(ASYNC_OPS["mbarrier.init"].ptx.format(bar=addr, count=self._operand(s.value)))
         elif s.kind == "arrive":
-            em.emit(f"mbarrier.arrive.shared::cta.b64 _, [{addr}];")
+            em.emit(ASYNC_OPS["mbarrier.arrive"].ptx.format(bar=addr))
         elif s.kind == "expect_tx":
-            em.emit(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {self._operand(s.value)};")
+            em.emit(ASYNC_OPS["mbarrier.expect_tx"].ptx.format(bar=addr, bytes=self._operand(s.value)))
         else:
             parity = self._operand(s.value)
             p = em.reg("pred")
             again = em.label("mbar_wait")
             em.place_label(again)
-            em.emit(f"mbarrier.try_wait.parity.shared::cta.b64 {p}, [{addr}], {parity};")
+            em.emit(ASYNC_OPS["mbarrier.try_wait"].ptx.format(pred=p, bar=addr, parity=parity))
             em.emit(f"@!{p} bra {again};")
 
     def visit_Fence(self, s: ir.Fence) -> None:
-        self.em.emit({"proxy_async": "fence.proxy.async.shared::cta;",
-                      "mbarrier_init": "fence.mbarrier_init.release.cluster;",
-                      "wgmma": "wgmma.fence.sync.aligned;"}[s.kind])
+        self.em.emit(ASYNC_OPS[{"proxy_async": "fence.proxy_async", "mbarrier_init": "fence.mbarrier_init",
+                                "wgmma": "wgmma.fence"}[s.kind]].ptx)
 
     def visit_WgmmaGroup(self, s: ir.WgmmaGroup) -> None:
         if s.kind == "commit":
-            self.em.emit("wgmma.commit_group.sync.aligned;")
+            self.em.emit(ASYNC_OPS["wgmma.commit_group"].ptx)
         else:
-            self.em.emit(f"wgmma.wait_group.sync.aligned {s.pending};")
+            self.em.emit(ASYNC_OPS["wgmma.wait_group"].ptx.format(n=s.pending))
 
     def visit_TmaLoad(self, s: ir.TmaLoad) -> None:
         em = self.em
@@ -112,8 +112,7 @@ class HopperLowering:
             c = em.add(col, box.col0)
             cr = str(c) if isinstance(c, int) else str(em.mat(c))
             rr = str(row) if isinstance(row, int) else str(em.mat(row))
-            em.emit(f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                    f"[{dst}], [{tmap}, {{{cr}, {rr}}}], [{bar}];")
+            em.emit(ASYNC_OPS["tma.load"].ptx.format(dst=dst, tmap=tmap, col=cr, row=rr, bar=bar))
         line = s.span.line if s.span is not None else 0
         self.notes.append(f"line {line}: tma_load {s.src.base} -> {s.dst.base}: {len(boxes)} box(es) of "
                           f"{b0.rows} x {b0.cols}, swizzle {b0.swizzle or 'none'}")
@@ -165,9 +164,9 @@ class HopperLowering:
             for j in range(local):
                 desca = self._desc(base_a, da.descs[(j, kk)])
                 regs = target[j * per:(j + 1) * per]
-                em.emit(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} "
-                        f"{{{', '.join(map(str, regs))}}}, {desca}, {descb}, {scale_d}, 1, 1, "
-                        f"{da.descs[(j, kk)].trans}, {db.descs[(0, kk)].trans};")
+                em.emit(ASYNC_OPS["wgmma.mma_async"].ptx.format(
+                    n=n, ab=ab, d=", ".join(map(str, regs)), desc_a=desca, desc_b=descb, scale_d=scale_d,
+                    trans_a=da.descs[(j, kk)].trans, trans_b=db.descs[(0, kk)].trans))
         line = s.span.line if s.span is not None else 0
         self.notes.append(f"line {line}: wgmma m64n{n}k16 x {local * (k // 16)} per warpgroup: a {da.major}-major, "
                           f"b {db.major}-major, swizzle {da.descs[(0, 0)].swizzle} B")
