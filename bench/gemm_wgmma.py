@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Hopper bf16 GEMM (specs/gemm_bf16_wgmma.arg: TMA + mbarrier ring + wgmma) on the GPU:
+"""The Hopper bf16 GEMM (specs/hopper/gemm_bf16_wgmma.arg: TMA + mbarrier ring + wgmma) on the GPU:
 `python bench/gemm_wgmma.py [--out DIR] [--check-only] [--shapes ...] [--consts BM=..,BN=..]`.
 
 1. verify the spec (the protocol obligations and the others; wall time reported);
@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / "specs" / "gemm_bf16_wgmma.arg"
+SPEC = ROOT / "specs" / "hopper" / "gemm_bf16_wgmma.arg"
 RAGGED = [(150, 200, 328), (64, 136, 64), (130, 8, 8), (257, 264, 200), (1000, 1000, 1000)]
 TIMED = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096)]
 TOL = 1e-5

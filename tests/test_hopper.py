@@ -23,7 +23,7 @@ from argus_verify.semantics import round_to
 from argus_verify.smt.protocol import PROTOCOL
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / "specs" / "gemm_bf16_wgmma.arg"
+SPEC = ROOT / "specs" / "hopper" / "gemm_bf16_wgmma.arg"
 GENERIC_B = ROOT / "tests" / "hopper" / "wgmma_generic_b.arg"
 BUGGY = sorted((ROOT / "specs" / "buggy").glob("wgmma_*.arg"))
 

@@ -184,11 +184,8 @@ def test_command_line_sample(tmp_path):
 
 def _promoted(folder: Path) -> list:
     """Specs of the incoming set already moved into the corpus (they state a contract)."""
-    # (not the Hopper specs: their interpreter runs need the lockstep schedule and the sizes their
-    # `requires` admit; tests/test_hopper.py runs them and their buggy forms)
     return [p for p in sorted(folder.glob("*.arg"))
-            if p.with_name(p.stem + ".ref.py").exists() and re.search(r"^\s*contract ", p.read_text(), re.M)
-            and not re.search(r"\bwgmma\(|\btma_load\(", p.read_text())]
+            if p.with_name(p.stem + ".ref.py").exists() and re.search(r"^\s*contract ", p.read_text(), re.M)]
 
 
 CORRECT = sorted((INCOMING / "correct").glob("*.arg")) + _promoted(ROOT / "specs")
