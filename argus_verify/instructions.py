@@ -171,6 +171,46 @@ _MEMORY = (
              _p("trans", False))),
 )
 
+_BAR = _p("bar", what="an mbarrier: one element of an mbarrier(n) allocation, such as full[s]")
+
+# Hopper's asynchronous machinery (argus_verify.hopper derives the hardware's parameters)
+_HOPPER = (
+    Builtin("mbarrier", "hopper", ALLOCATION, "n mbarriers in shared memory (8 bytes each)",
+            "a constant count n >= 1; index it (full[s]) to name one barrier", (_p("n"),)),
+    Builtin("mbarrier_init", "hopper", STATEMENT, "mbarrier.init: phase 0, `count` arrivals expected per phase",
+            "an mbarrier and a positive integer; run it in one thread, then fence_mbarrier_init() and "
+            "barrier()", (_BAR, _p("count"))),
+    Builtin("mbarrier_arrive", "hopper", STATEMENT, "mbarrier.arrive: one arrival on the current phase",
+            "an mbarrier", (_BAR,)),
+    Builtin("mbarrier_expect_tx", "hopper", STATEMENT,
+            "mbarrier.arrive.expect_tx: one arrival, and `bytes` more transaction bytes the phase waits for",
+            "an mbarrier and a non-negative integer byte count", (_BAR, _p("bytes"))),
+    Builtin("mbarrier_wait", "hopper", STATEMENT,
+            "mbarrier.try_wait.parity loop: waits until the phase of parity `parity` has completed",
+            "an mbarrier and an integer whose value is 0 or 1", (_BAR, _p("parity"))),
+    Builtin("fence_mbarrier_init", "hopper", STATEMENT,
+            "fence.mbarrier_init.release.cluster: makes mbarrier inits visible to the async proxy",
+            "no arguments"),
+    Builtin("fence_proxy_async", "hopper", STATEMENT,
+            "fence.proxy.async.shared::cta: orders this thread's generic shared writes before async-proxy "
+            "reads (wgmma, TMA stores)", "no arguments"),
+    Builtin("tma_load", "hopper", STATEMENT,
+            "cp.async.bulk.tensor global -> shared of a tile, zero fill outside the tensor, completing its "
+            "bytes on an mbarrier", "a shared view and a global view of the same 2-D tile and dtype, and an "
+                                    "mbarrier; guard it to one thread", (_p("dst"), _p("src"), _BAR)),
+    Builtin("wgmma", "hopper", FRAGMENT, "wgmma.mma_async m64nNk16: c + a @ b from shared memory, asynchronous",
+            "shared views a [M, K] and b [K, N] of bf16 or f16 (M a multiple of 64, K of 16), c an f32 "
+            "fragment [M, N] in the accumulator layout; the result is ready after wgmma_wait",
+            (_p("a"), _p("b"), _p("c"))),
+    Builtin("wgmma_fence", "hopper", STATEMENT, "wgmma.fence: orders register accesses before wgmma",
+            "no arguments"),
+    Builtin("wgmma_commit", "hopper", STATEMENT, "wgmma.commit_group: closes the current group of wgmmas",
+            "no arguments"),
+    Builtin("wgmma_wait", "hopper", STATEMENT,
+            "wgmma.wait_group n: waits until at most n committed wgmma groups are in flight",
+            "n is a non-negative constant", (_p("n", 0),)),
+)
+
 # every unary entry of the table is a function (`neg(x)` is also written `-x`)
 _UNARY = tuple(
     Builtin(name, "compute", FRAGMENT, entry.doc, "a floating-point fragment; the result has its layout",
@@ -251,8 +291,8 @@ _VALUES = (
     Builtin("nan", "constant", FLOAT, "not a number", "a floating-point constant", form=VALUE),
 )
 
-BUILTINS: dict[str, Builtin] = {b.name: b for b in (*_KERNEL, *_MEMORY, *_COMPUTE, *_WARP, *_LAYOUT, *_CONTROL,
-                                                   *_VALUES)}
+BUILTINS: dict[str, Builtin] = {b.name: b for b in (*_KERNEL, *_MEMORY, *_HOPPER, *_COMPUTE, *_WARP, *_LAYOUT,
+                                                   *_CONTROL, *_VALUES)}
 
 # mma atoms the front end refuses for now, and why
 

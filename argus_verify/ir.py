@@ -473,7 +473,20 @@ class Relabel:
     arg: str
 
 
-FragOp = Load | Full | Elementwise | Cast | Reduce | Shuffle | Mma | Relabel | Ldmatrix
+@attrs.frozen
+class Wgmma:
+    """`wgmma.mma_async` m64nNk16 (bf16/f16 -> f32) of the warpgroup: c + a @ b with a [M, K] and
+    b [K, N] read from shared views by the tensor cores (async proxy) through descriptors the
+    lowering derives from the allocations' layouts (argus_verify.hopper). Asynchronous: the result
+    is the accumulator only after a `wgmma_wait` retires its group; until then c's registers are
+    in flight. One instruction per 64-row block of a and 16-wide k step."""
+
+    a: View
+    b: View
+    c: str
+
+
+FragOp = Load | Full | Elementwise | Cast | Reduce | Shuffle | Mma | Relabel | Ldmatrix | Wgmma
 
 # ---------------------------------------------------------------------------------------------
 # statements
@@ -596,7 +609,57 @@ class Assert:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
-Stmt = Let | Assign | SharedAlloc | Store | Stmatrix | CopyAsync | Commit | Wait | Barrier | For | If | Assert
+MBARRIER_OPS = ("init", "arrive", "expect_tx", "wait")
+
+
+@attrs.frozen
+class MbarrierOp:
+    """An mbarrier operation on `bar` (a one-element view of an i64 shared allocation):
+    init (value: arrival count), arrive, expect_tx (arrive.expect_tx; value: transaction bytes),
+    wait (try_wait.parity loop; value: the parity of the phase waited for)."""
+
+    kind: str
+    bar: View
+    value: IExpr | None = None
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+FENCES = ("proxy_async", "mbarrier_init", "wgmma")
+
+
+@attrs.frozen
+class Fence:
+    """fence.proxy.async.shared::cta | fence.mbarrier_init.release.cluster | wgmma.fence."""
+
+    kind: str
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class TmaLoad:
+    """cp.async.bulk.tensor global -> shared of the whole tile of `src` (elements outside the tensor
+    are zero-filled) into shared view `dst`, completing `tile bytes` of transactions on mbarrier
+    `bar`. Issued by every thread that runs it (guard it to one thread)."""
+
+    dst: View
+    src: View
+    bar: View
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class WgmmaGroup:
+    """wgmma.commit_group (kind "commit") or wgmma.wait_group `pending` (kind "wait")."""
+
+    kind: str
+    pending: int = 0
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+HOPPER_STMTS = (MbarrierOp, Fence, TmaLoad, WgmmaGroup)
+
+Stmt = (Let | Assign | SharedAlloc | Store | Stmatrix | CopyAsync | Commit | Wait | Barrier | For | If | Assert
+        | MbarrierOp | Fence | TmaLoad | WgmmaGroup)
 
 # ---------------------------------------------------------------------------------------------
 # the kernel
@@ -798,6 +861,14 @@ def walk_stmts(body):
         elif isinstance(s, If):
             yield from walk_stmts(s.then)
             yield from walk_stmts(s.orelse)
+
+
+def uses_hopper(body) -> bool:
+    """Whether a kernel body uses the Hopper async machinery (mbarriers, TMA, wgmma)."""
+    for s in walk_stmts(body):
+        if isinstance(s, HOPPER_STMTS) or (isinstance(s, Assign) and isinstance(s.op, Wgmma)):
+            return True
+    return False
 
 
 def layout_offset(layout: LayoutLike, coords: tuple, ops):

@@ -60,6 +60,21 @@ def fmt_view(v: ir.View) -> str:
     return f"{v.base}[{', '.join(items)}]"
 
 
+def hopper_stmt_source(s) -> str:
+    """An mbarrier operation, fence, TMA load or wgmma group as the builtin call that makes it."""
+    if isinstance(s, ir.MbarrierOp):
+        name = {"init": "mbarrier_init", "arrive": "mbarrier_arrive", "expect_tx": "mbarrier_expect_tx",
+                "wait": "mbarrier_wait"}[s.kind]
+        arg = f", {fmt_iexpr(s.value)}" if s.value is not None else ""
+        return f"{name}({fmt_view(s.bar)}{arg})"
+    if isinstance(s, ir.Fence):
+        return {"proxy_async": "fence_proxy_async()", "mbarrier_init": "fence_mbarrier_init()",
+                "wgmma": "wgmma_fence()"}[s.kind]
+    if isinstance(s, ir.TmaLoad):
+        return f"tma_load({fmt_view(s.dst)}, {fmt_view(s.src)}, {fmt_view(s.bar)})"
+    return "wgmma_commit()" if s.kind == "commit" else f"wgmma_wait({s.pending})"
+
+
 def fmt_operand(o) -> str:
     if isinstance(o, str):
         return o
@@ -103,6 +118,9 @@ class _Ops(Visitor, families=("fragment_ops",)):
     def visit_Relabel(self, op: ir.Relabel) -> str:
         return f"relabel({op.arg})"
 
+    def visit_Wgmma(self, op: ir.Wgmma) -> str:
+        return f"wgmma({fmt_view(op.a)}, {fmt_view(op.b)}, {op.c})"
+
 
 _OPS = _Ops()
 
@@ -145,6 +163,11 @@ class _Statements(Visitor, families=("statements",)):
 
     def visit_Barrier(self, s: ir.Barrier, pad: str, indent: int) -> list[str]:
         return [f"{pad}barrier()"]
+
+    def visit_MbarrierOp(self, s: ir.MbarrierOp, pad: str, indent: int) -> list[str]:
+        return [pad + hopper_stmt_source(s)]
+
+    visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_MbarrierOp
 
     def visit_Assert(self, s: ir.Assert, pad: str, indent: int) -> list[str]:
         return [f"{pad}assert {fmt_iexpr(s.cond)}"]

@@ -396,3 +396,45 @@ def shuffle_source_thread(mode: str, tid, arg):
     tid = np.asarray(tid)
     lane = tid % 32
     return tid - lane + SHUFFLE_MODES[mode].source(lane, arg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hopper's asynchronous machinery: what each operation is in PTX (lowering/hopper.py fills the
+# operands) and what it means (runtime/interp_hopper.py and smt/protocol.py implement it; the
+# hardware's address functions are argus_verify/hopper.py).
+
+
+@attrs.frozen
+class AsyncOp:
+    name: str
+    ptx: str  # a template over named operands
+    doc: str
+
+
+ASYNC_OPS: dict[str, AsyncOp] = {o.name: o for o in (
+    AsyncOp("mbarrier.init", "mbarrier.init.shared::cta.b64 [{bar}], {count};",
+            "phase 0; `count` arrivals expected per phase, no transaction bytes"),
+    AsyncOp("mbarrier.arrive", "mbarrier.arrive.shared::cta.b64 _, [{bar}];",
+            "one arrival; the phase completes when arrivals and transaction bytes are both used up"),
+    AsyncOp("mbarrier.expect_tx", "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{bar}], {bytes};",
+            "`bytes` more transaction bytes for the current phase, then one arrival"),
+    AsyncOp("mbarrier.try_wait", "mbarrier.try_wait.parity.shared::cta.b64 {pred}, [{bar}], {parity};",
+            "true once the phase of parity `parity` has completed (the phase before phase 0 counts as "
+            "completed); the data of the copies that completed it is then visible"),
+    AsyncOp("fence.mbarrier_init", "fence.mbarrier_init.release.cluster;",
+            "the executing thread's mbarrier inits become visible to the async proxy"),
+    AsyncOp("fence.proxy_async", "fence.proxy.async.shared::cta;",
+            "the executing thread's ordinary shared writes are ordered before later async-proxy accesses"),
+    AsyncOp("tma.load", "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                        "[{dst}], [{tmap}, {{{col}, {row}}}], [{bar}];",
+            "the box at (col, row) of the tensor map into shared memory, zero outside the tensor; its bytes "
+            "complete transactions on the mbarrier when they have landed"),
+    AsyncOp("wgmma.fence", "wgmma.fence.sync.aligned;", "orders earlier register accesses before later wgmmas"),
+    AsyncOp("wgmma.mma_async", "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{d}}}, {desc_a}, {desc_b}, "
+                               "{scale_d}, 1, 1, {trans_a}, {trans_b};",
+            "d = a @ b + d (scale_d true) for a 64 x n x 16 step of the warpgroup, operands read from shared "
+            "memory through descriptors, asynchronously"),
+    AsyncOp("wgmma.commit_group", "wgmma.commit_group.sync.aligned;", "closes the group of wgmmas issued since"),
+    AsyncOp("wgmma.wait_group", "wgmma.wait_group.sync.aligned {n};",
+            "waits until at most n committed groups are in flight; their results are then in the registers"),
+)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from argus_verify import ir
 from argus_verify.layout import row_major
-from argus_verify.printer import fmt_cexpr, fmt_iexpr, fmt_operand
+from argus_verify.printer import fmt_cexpr, fmt_iexpr, fmt_operand, hopper_stmt_source
 from argus_verify.visitor import Visitor
 
 __all__ = ["format_source"]
@@ -72,6 +72,9 @@ class _Ops(Visitor, families=("fragment_ops",)):
         trans = ", trans=True" if op.trans else ""
         return f"ldmatrix({fmt_view(op.src)}, x{op.count}, rows={op.rows}{trans})"
 
+    def visit_Wgmma(self, op: ir.Wgmma, t: ir.FragType) -> str:
+        return f"wgmma({fmt_view(op.a)}, {fmt_view(op.b)}, {op.c})"
+
     def visit_Relabel(self, op: ir.Relabel, t: ir.FragType) -> str:
         if isinstance(t.coords, ir.Transposed):
             return f"transpose({op.arg})"
@@ -114,6 +117,11 @@ class _Statements(Visitor, families=("statements",)):
 
     def visit_Barrier(self, s: ir.Barrier, pad: str) -> list[str]:
         return [f"{pad}barrier()"]
+
+    def visit_MbarrierOp(self, s: ir.MbarrierOp, pad: str) -> list[str]:
+        return [pad + hopper_stmt_source(s)]
+
+    visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_MbarrierOp
 
     def visit_Assert(self, s: ir.Assert, pad: str) -> list[str]:
         return [f"{pad}assert {fmt_iexpr(s.cond)}"]

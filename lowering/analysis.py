@@ -48,6 +48,12 @@ class Reads(Visitor, families=("statements", "fragment_ops")):
     def visit_CopyAsync(self, s: ir.CopyAsync) -> set:
         return view_names(s.dst) | view_names(s.src)
 
+    def visit_MbarrierOp(self, s: ir.MbarrierOp) -> set:
+        return view_names(s.bar) | (iexpr_names(s.value) if s.value is not None else set())
+
+    def visit_TmaLoad(self, s: ir.TmaLoad) -> set:
+        return view_names(s.dst) | view_names(s.src) | view_names(s.bar)
+
     def visit_For(self, s: ir.For) -> set:
         return iexpr_names(s.start) | iexpr_names(s.stop) | self._deep(s.body)
 
@@ -65,6 +71,7 @@ class Reads(Visitor, families=("statements", "fragment_ops")):
 
     # assertions are proved, not executed: they read nothing at run time
     visit_SharedAlloc = visit_Commit = visit_Wait = visit_Barrier = visit_Assert = _nothing
+    visit_Fence = visit_WgmmaGroup = _nothing
 
     def visit_Load(self, op: ir.Load) -> set:
         return view_names(op.src)
@@ -92,6 +99,9 @@ class Reads(Visitor, families=("statements", "fragment_ops")):
 
     def visit_Mma(self, op: ir.Mma) -> set:
         return {op.a, op.b, op.c}
+
+    def visit_Wgmma(self, op: ir.Wgmma) -> set:
+        return view_names(op.a) | view_names(op.b) | {op.c}
 
 
 READS = Reads()
@@ -133,7 +143,7 @@ class Appearances(Visitor, families=("statements",)):
 
     visit_Let = visit_Assign = _defining
     visit_SharedAlloc = visit_Store = visit_Stmatrix = visit_CopyAsync = visit_Commit = visit_Wait = _plain
-    visit_Barrier = _plain
+    visit_Barrier = visit_MbarrierOp = visit_Fence = visit_TmaLoad = visit_WgmmaGroup = _plain
 
 
 def appearances(body) -> list:

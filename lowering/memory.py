@@ -36,14 +36,19 @@ class MemoryLowering:
         """Offsets of the allocations (128-byte aligned); static `.shared` arrays up to 48 KB, one
         dynamic window above."""
         allocs = self.k.shared_allocs()
+        # TMA and wgmma swizzle absolute addresses: their kernels align every allocation to 1024
+        # bytes, in a dynamic window whose start the kernel rounds up to 1024 itself
+        hopper = ir.uses_hopper(self.k.body)
+        align = 1024 if hopper else 128
+        self.shared_align = align
         total = 0
         offsets = {}
         for a in allocs:
-            total = -(-total // 128) * 128
+            total = -(-total // align) * align
             offsets[a.name] = total
             total += a.size_elems * ir.DTYPE_BYTES[a.dtype]
-        self.shared_bytes = total
-        self.dynamic = total > STATIC_SHARED_LIMIT
+        self.shared_bytes = total + (align if hopper else 0)
+        self.dynamic = hopper or total > STATIC_SHARED_LIMIT
         self.shared_decls = []
         for a in allocs:
             self.shared[a.name] = SharedInfo(a, self._shared_base(a, offsets[a.name]), ir.DTYPE_BYTES[a.dtype])
@@ -51,7 +56,11 @@ class MemoryLowering:
     def _shared_base(self, a: ir.SharedAlloc, offset: int):
         em = self.em
         if self.dynamic:
-            base_reg = em.input("b32", "smem:dynamic", f"mov.u32 {{d}}, {self.entry}_smem;", lo=0, mult=128)
+            line = f"mov.u32 {{d}}, {self.entry}_smem;"
+            if self.shared_align > 128:
+                a = self.shared_align
+                line += f"\n    add.u32 {{d}}, {{d}}, {a - 1};\n    and.b32 {{d}}, {{d}}, {-a};"
+            base_reg = em.input("b32", "smem:dynamic", line, lo=0, mult=self.shared_align)
             return em.add(base_reg, offset)
         esize = ir.DTYPE_BYTES[a.dtype]
         sym = f"{self.entry}_{ident(a.name)}"

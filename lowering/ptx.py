@@ -35,6 +35,7 @@ from argus_verify.lowering.compute import ComputeLowering
 from argus_verify.lowering.control import ControlLowering
 from argus_verify.lowering.copies import CopyLowering
 from argus_verify.lowering.emitter import Emitter, LoweringError, Reg, mov_type
+from argus_verify.lowering.hopper import TMAP_BYTES, HopperLowering, TensorMapSpec
 from argus_verify.lowering.integers import IntValues, Predicates
 from argus_verify.lowering.memory import MemoryLowering
 from argus_verify.lowering.prefetch import PrefetchLowering
@@ -43,7 +44,7 @@ from argus_verify.lowering.vectorise import VectorPlanning
 from argus_verify.lowering.warp import WarpLowering
 from argus_verify.visitor import Visitor
 
-__all__ = ["KernelParam", "LoweredKernel", "LoweringError", "lower"]
+__all__ = ["KernelParam", "LoweredKernel", "LoweringError", "TensorMapSpec", "lower"]
 
 PTX_VERSION = "8.0"
 TARGET = "sm_90a"
@@ -54,7 +55,7 @@ class KernelParam:
     """One `.param` of the entry, in launch order."""
 
     name: str
-    kind: str  # "tensor" (a .u64 global pointer), "size" (.u32), "scalar"
+    kind: str  # "tmap" (a 128-byte TMA tensor map), "tensor" (a .u64 global pointer), "size" (.u32), "scalar"
     ptx_type: str
     dtype: str
 
@@ -69,6 +70,7 @@ class LoweredKernel:
     block: int
     kernel: ir.Kernel = attrs.field(eq=False, repr=False)
     notes: tuple = ()  # one line per memory access: vector widths, run-time checks
+    tmaps: tuple = ()  # of TensorMapSpec, in the order of the "tmap" params (which come first)
 
     def grid(self, sizes: Mapping[str, int], scalars: Mapping | None = None) -> tuple[int, int, int]:
         env = {**{k: int(v) for k, v in sizes.items()}, **{k: int(v) for k, v in (scalars or {}).items()
@@ -77,7 +79,7 @@ class LoweredKernel:
         return (g + (1, 1, 1))[:3]
 
 
-class Lowerer(ControlLowering, PrefetchLowering, MemoryLowering, CopyLowering, VectorPlanning,
+class Lowerer(ControlLowering, PrefetchLowering, MemoryLowering, CopyLowering, HopperLowering, VectorPlanning,
               ComputeLowering, WarpLowering, Visitor, families=("statements", "fragment_ops")):
     """One kernel's lowering. The families' handlers live in the mixins above; this class holds
     what they share: the emitter, the names bound so far and the kernel's parameters."""
@@ -104,13 +106,15 @@ class Lowerer(ControlLowering, PrefetchLowering, MemoryLowering, CopyLowering, V
         self.ints = IntValues(self)
         self.preds = Predicates(self)
         self.tid = self.em.input("b32", "%tid.x", "mov.u32 {d}, %tid.x;", lo=0, hi=kernel.block - 1)
+        self.hopper_setup()
         self.layout_shared()
         for t in kernel.tensors:  # pointers and strides once, at the top (they dominate every use)
             self.tensor(t.name)
 
     # -- parameters ------------------------------------------------------------------------------
     def params(self) -> tuple:
-        out = [KernelParam(t.name, "tensor", ".u64", t.dtype) for t in self.k.tensors]
+        out = [KernelParam(m.param, "tmap", ".align 64 .b8", m.dtype) for m in self.tmaps.values()]
+        out += [KernelParam(t.name, "tensor", ".u64", t.dtype) for t in self.k.tensors]
         out += [KernelParam(s, "size", ".u32", "u32") for s in self.k.sizes]
         for p in self.k.params:
             if isinstance(p, ir.ScalarParam):
@@ -198,7 +202,7 @@ class Lowerer(ControlLowering, PrefetchLowering, MemoryLowering, CopyLowering, V
         return LoweredKernel(
             ptx="\n".join(lines) + "\n", entry=self.entry, params=params, shared_bytes=self.shared_bytes,
             dynamic_shared_bytes=self.shared_bytes if self.dynamic else 0, block=self.k.block,
-            kernel=self.k, notes=tuple(self.notes))
+            kernel=self.k, notes=tuple(self.notes), tmaps=tuple(self.tmaps.values()))
 
     def _header(self) -> list:
         consts = ", ".join(f"{k}={v}" for k, v in self.k.consts)
@@ -209,12 +213,13 @@ class Lowerer(ControlLowering, PrefetchLowering, MemoryLowering, CopyLowering, V
                  *(f"//   {n}" for n in self.notes),
                  "//", f".version {PTX_VERSION}", f".target {TARGET}", ".address_size 64", ""]
         if self.dynamic:
-            lines += [f".extern .shared .align 128 .b8 {self.entry}_smem[];", ""]
+            lines += [f".extern .shared .align {self.shared_align} .b8 {self.entry}_smem[];", ""]
         return lines
 
     def _entry(self, params: tuple) -> list:
         lines = [f".visible .entry {self.entry}(",
-                 ",\n".join(f"    .param {p.ptx_type} {self.pname(p.name)}" for p in params),
+                 ",\n".join(f"    .param {p.ptx_type} {self.pname(p.name)}" + (f"[{TMAP_BYTES}]" if p.kind == "tmap"
+                                                                               else "") for p in params),
                  ")", f".reqntid {self.k.block}, 1, 1"]
         if self.min_blocks_per_sm:
             lines.append(f".minnctapersm {self.min_blocks_per_sm}")

@@ -118,6 +118,9 @@ def launch_args(program: GpuProgram, buffers, sizes: Mapping[str, int], scalars:
     """Kernel arguments in `program.params` order: device pointers, np.uint32 sizes, typed scalars."""
     args = []
     for p in program.params:
+        if p.kind == "tmap":
+            raise ValueError("this kernel takes TMA tensor maps: launch it with runtime.tma.TmaKernel "
+                             "(bench/gemm_wgmma.py); `argus run --gpu` / `argus bench` do not build them yet")
         if p.kind == "tensor":
             args.append(buffers[p.name])
         elif p.kind == "size":

@@ -28,6 +28,7 @@ from argus_verify import ir
 from argus_verify.diagnostics import ArgusError, ArgusRuntimeError
 from argus_verify.runtime.interp_compute import ComputeOps
 from argus_verify.runtime.interp_control import ControlOps, TraceEvent
+from argus_verify.runtime.interp_hopper import HopperOps, HopperState
 from argus_verify.runtime.interp_memory import AsyncCopies, LockstepShared, MemoryOps, SharedMemory
 from argus_verify.runtime.interp_warp import WarpOps
 from argus_verify.runtime.schedules import Schedule, drive
@@ -75,7 +76,7 @@ class Launch:
         schedule = self.schedule
         shared = LockstepShared(len(blocks)) if schedule.lockstep else SharedMemory(len(blocks))
         batch = BlockBatch(blocks, self.threads, shared, AsyncCopies(len(blocks), self.threads),
-                           schedule.copies == "early")
+                           schedule.copies == "early", HopperState(len(blocks)))
         width = self.threads if schedule.lockstep else schedule.width
         units = [ThreadGroup(self, batch, t0, min(width, self.threads - t0)) for t0 in range(0, self.threads, width)]
         drive(units, schedule.policy(), batch)
@@ -90,6 +91,7 @@ class BlockBatch:
     shared: SharedMemory
     copies: AsyncCopies
     early_copies: bool
+    hopper: object = None  # runtime.interp_hopper.HopperState, made by the first Hopper operation
 
     @property
     def G(self) -> int:
@@ -99,7 +101,7 @@ class BlockBatch:
         self.shared.barrier()
 
 
-class ThreadGroup(ControlOps, MemoryOps, ComputeOps, WarpOps, Visitor,
+class ThreadGroup(ControlOps, MemoryOps, HopperOps, ComputeOps, WarpOps, Visitor,
                   families=("statements", "fragment_ops", "int_exprs")):
     """Threads first_thread .. first_thread + count - 1 of every block of a batch: one scheduling
     unit. Values are [blocks, threads] (integers) and [blocks, threads, values] (fragments)."""

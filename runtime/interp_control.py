@@ -55,6 +55,8 @@ class ControlOps:
 
     def bind(self, s: ir.Assign, value, env, active, loop):
         env[s.name] = merge(env.get(s.name), value, active[:, :, None])
+        if not isinstance(s.op, ir.Wgmma):
+            self.batch.hopper.unfenced.add(s.name)  # ordinary register writes: wgmma_fence orders them
         if self.launch.trace is not None:
             self.launch.trace(TraceEvent(s, env[s.name], self.batch.blocks, dict(loop), self.first_thread))
 
@@ -64,7 +66,9 @@ class ControlOps:
     def visit_For(self, s: ir.For, env, active, loop):
         start = self.block_uniform(self.ieval(s.start, env))
         stop = self.block_uniform(self.ieval(s.stop, env))
-        for i in range(int(start.min()), int(stop.max()), s.step):
+        # blocks whose starts differ (`range(block_id.x, T, SMS)`) may not share one residue of the step
+        step = s.step if (start == start[0]).all() else 1
+        for i in range(int(start.min()), int(stop.max()), step):
             on = (i >= start) & (i < stop) & ((i - start) % s.step == 0)
             inner = active & on[:, None]
             if not inner.any():

@@ -27,11 +27,14 @@ class SharedMemory:
         self.G = blocks
         self.allocs: dict[str, ir.SharedAlloc] = {}
         self.mem: dict[str, np.ndarray] = {}  # [G, elements]
+        # thread of the last ordinary (generic-proxy) write not yet ordered by its fence_proxy_async
+        self.generic: dict[str, np.ndarray] = {}
 
     def allocate(self, alloc: ir.SharedAlloc) -> None:
         if alloc.name not in self.mem:  # every unit executes the allocation; the memory is the block's
             self.allocs[alloc.name] = alloc
             self.mem[alloc.name] = self.poisoned(alloc)
+            self.generic[alloc.name] = np.full((self.G, alloc.size_elems), -1, dtype=np.int32)
 
     def poisoned(self, alloc: ir.SharedAlloc) -> np.ndarray:
         return np.full((self.G, alloc.size_elems), np.nan, dtype=ir.numpy_dtype(alloc.dtype))
@@ -41,6 +44,7 @@ class SharedMemory:
 
     def write(self, name: str, g, off, vals, t) -> None:
         self.mem[name][g, off] = vals
+        self.generic[name][g, off] = t
 
     def barrier(self) -> None:
         """Nothing to publish: stores already landed."""
@@ -69,6 +73,7 @@ class LockstepShared(SharedMemory):
     def write(self, name, g, off, vals, t):
         self.pend_val[name][g, off] = vals
         self.pend_writer[name][g, off] = t
+        self.generic[name][g, off] = t
 
     def barrier(self):
         for name, mem in self.mem.items():

