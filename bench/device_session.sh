@@ -2,10 +2,12 @@
 # One device call for a session's GPU work: the cuda-marked tests, the spec benchmarks, the bf16
 # tensor-core GEMM and the mma.sync ceiling, and compute-sanitizer over the kernels that are new.
 # Usage on the device machine:
-#   source .device-carry/on-device.sh && bash bench/device_session.sh $OUT
-# Logs go to $OUT; a short table is printed last.
+#   source .device-carry/on-device.sh && bash bench/device_session.sh $OUT [--no-bench]
+# Logs go to $OUT; a short table is printed last. --no-bench skips the timed benchmarks (the mma.sync
+# ceiling and the GEMM variants), which the issue branches measure on their own.
 set -uo pipefail
 out=${1:-/tmp/argus-out}
+bench=1; [ "${2:-}" = "--no-bench" ] && bench=0
 mkdir -p "$out"
 summary="$out/summary.txt"
 : > "$summary"
@@ -19,7 +21,7 @@ timeout 240 python3 -m pytest -m cuda tests/gpu -q -p no:cacheprovider -x >"$out
 note "pytest -m cuda: $(tail -1 "$out/pytest_cuda.log")"
 
 echo "== compute-sanitizer"
-for spec in gemm_bf16_mma:M=200,N=136,K=88 reduce_pipe3:M=37,N=3000 gemm_pipe3_32x128:M=130,N=200,K=77 \
+for spec in gemm_bf16_mma:M=200,N=136,K=88 gemm_bf16_mma_c16:M=200,N=136,K=88 reduce_pipe3:M=37,N=3000 gemm_pipe3_32x128:M=130,N=200,K=77 \
             shfl_down_broadcast:M=37,N=100 guarded_stage:N=1000; do
     name=${spec%%:*}; shape=${spec#*:}
     [ -f "specs/$name.arg" ] || { note "sanitizer $name: no spec"; continue; }
@@ -30,6 +32,19 @@ for spec in gemm_bf16_mma:M=200,N=136,K=88 reduce_pipe3:M=37,N=3000 gemm_pipe3_3
     done
 done
 
+# the Hopper GEMM needs tensor maps, which `argus run` does not build: its bench script runs it
+hopper=specs/hopper/gemm_bf16_wgmma.arg
+if [ -f "$hopper" ] && [ -f bench/gemm_wgmma.py ]; then
+    for tool in memcheck racecheck synccheck; do
+        # --report-api-errors no: cuda-python probes driver entry points (cuGetProcAddress) with
+        # arguments the driver refuses; those host-side API errors are not the kernel's
+        timeout 120 compute-sanitizer --tool $tool --report-api-errors no python3 bench/gemm_wgmma.py --no-verify --check-only \
+            --spec "$hopper" --ragged 150x200x328 --out "$out/wgmma_$tool" >>"$out/sanitizer.log" 2>&1
+        note "sanitizer $tool gemm_bf16_wgmma 150x200x328: rc=$? $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY|checks:' "$out/sanitizer.log" | tail -2 | tr '\n' ' ')"
+    done
+fi
+
+[ "$bench" = 1 ] || { echo "== table"; cat "$summary"; exit 0; }
 echo "== mma.sync ceiling and bf16 GEMM"
 [ -f bench/mma_peak.py ] && timeout 120 python3 bench/mma_peak.py --out "$out" >"$out/mma_peak.txt" 2>&1
 [ -f bench/mma_peak.py ] && note "$(tail -6 "$out/mma_peak.txt")"
