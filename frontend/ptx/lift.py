@@ -36,6 +36,7 @@ class Lifter:
         self.main_index = self._main_file_index()
         self.unsupported: list[T.Unsupported] = []
         self.budget = 20000
+        self.synth = 0  # registers the lifter makes up (ldmatrix lane predicates)
 
     # ------------------------------------------------------------ locations
 
@@ -235,7 +236,7 @@ class Lifter:
             entered_header = b
             blk = self.blocks[b]
             for it in blk[:-1]:
-                out.append(self._stmt(it))
+                out.extend(self._stmt(it))
             if not blk:
                 b = self._next(b, loops, out)
                 if b == "done":
@@ -256,7 +257,7 @@ class Lifter:
                 out.append(T.Unsupported("indirect branch (brx.idx)", last.loc))
                 return out
             if op != "bra":
-                out.append(self._stmt(last))
+                out.extend(self._stmt(last))
                 b = self._next(b, loops, out)
                 if b == "done":
                     return out
@@ -331,11 +332,12 @@ class Lifter:
 
     # ------------------------------------------------------------ instructions
 
-    def _stmt(self, it: Instr):
+    def _stmt(self, it: Instr) -> list:
         s = self._lift_instr(it)
+        stmts = s if isinstance(s, list) else [s]
         if it.guard is not None:
-            return T.If(it.guard[0], it.guard[1], [s], [], it.loc)
-        return s
+            return [T.If(it.guard[0], it.guard[1], stmts, [], it.loc)]
+        return stmts
 
     def _lift_instr(self, it: Instr):
         parts = it.opcode.split(".")
@@ -344,6 +346,14 @@ class Lifter:
         ops = it.operands
         if op in ("ld", "ldu", "st", "atom", "red"):
             return self._access(it, parts)
+        if op == "ldmatrix" and "shared" in parts and len(ops) == 2 and isinstance(ops[1], T.Addr):
+            return self._ldmatrix(it, parts)
+        if op == "mma":
+            # a warp's matrix multiply-accumulate: registers only (their values are not modelled)
+            d = ops[0] if ops else None
+            regs = d[1] if isinstance(d, tuple) and d[0] == "vec" else [d]
+            return T.Unsupported(f"value of {it.opcode} at PTX line {loc.ptx_line}", loc, effects="value",
+                                 dsts=[r for r in regs if isinstance(r, T.Reg)])
         if op == "cp" and len(parts) > 1 and parts[1] == "async":
             if "commit_group" in parts:
                 return T.CpAsyncCommit(loc)
@@ -358,10 +368,10 @@ class Lifter:
                 size = int(ops[2].value)
                 src_size = size
                 if len(ops) > 3:
-                    if not isinstance(ops[3], T.Imm) or len(ops) > 4:
-                        return T.Unsupported(f"not supported: {it.opcode} with a source size in a register at "
-                                             f"PTX line {loc.ptx_line}", loc)
-                    src_size = int(ops[3].value)
+                    if not isinstance(ops[3], T.Imm | T.Reg) or len(ops) > 4:
+                        return T.Unsupported(f"not supported: {it.opcode} with a cache policy or an ignore-src "
+                                             f"predicate at PTX line {loc.ptx_line}", loc)
+                    src_size = int(ops[3].value) if isinstance(ops[3], T.Imm) else ops[3]
                 return T.CpAsync(ops[0], ops[1], size, loc, src_size=src_size)
             return T.Unsupported(f"not supported: {it.opcode} at PTX line {loc.ptx_line}", loc)
         if op in ("bar", "barrier"):
@@ -393,6 +403,27 @@ class Lifter:
             return T.Op(it.opcode, dsts, srcs, loc)
         return T.Unsupported(f"not supported: {it.opcode} at PTX line {loc.ptx_line}", loc,
                              dsts=[o for o in ops if isinstance(o, T.Reg)][:1])
+
+    def _ldmatrix(self, it: Instr, parts):
+        """`ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16 {d..}, [a]`: lanes 0 .. 8N-1 each give the
+        address of one 16-byte row of the N 8x8 matrices (PTX ISA, ldmatrix); each of those lanes is
+        modelled as reading its row (which lane receives which element does not matter to races and
+        bounds; the values are unknown)."""
+        loc = it.loc
+        n = next((int(p[1:]) for p in parts if p in ("x1", "x2", "x4")), 1)
+        d = it.operands[0]
+        regs = d[1] if isinstance(d, tuple) and d[0] == "vec" else [d]
+        acc = T.Access("load", "shared", it.operands[1], 16, 1, regs, it.opcode, loc)
+        if n == 4:
+            return acc
+        self.synth += 1
+        pred = T.Reg(f"%ldmatrix_lane{self.synth}")
+        self.entry.regs[pred.name] = "pred"
+        # registers of the lanes that give no address are still written (unknown values)
+        rest = T.Unsupported(f"value of {it.opcode} at PTX line {loc.ptx_line}", loc, effects="value",
+                             dsts=[r for r in regs if isinstance(r, T.Reg)])
+        setp = T.Op("setp.lt.u32", [pred], [T.Special("laneid"), T.Imm(8 * n)], loc)
+        return [setp, T.If(pred, False, [acc], [rest], loc)]
 
     def _plain(self, o):
         if isinstance(o, tuple) and o[0] == "not":

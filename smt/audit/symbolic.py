@@ -18,6 +18,7 @@ unknown, never as a violation, and a proof is still a proof (the values over-app
 from __future__ import annotations
 
 import itertools
+import re
 
 import attrs
 import z3
@@ -42,7 +43,7 @@ class Event:
     space: str = ""
     base: str | None = None
     off: object = None  # BV64 byte offset from the base
-    nbytes: int = 0
+    nbytes: object = 0  # an int, or a BV64 term (cp.async with a source size in a register)
     write: bool = False
     atomic: bool = False
     read: bool = False
@@ -371,9 +372,8 @@ class Machine:
         return None
 
     def _depends_only_on_threads(self, e) -> bool:
-        allowed = {str(v) for v in self.per_thread[:6]}
-        for v in _free_vars(e):
-            n = str(v)
+        allowed = {v.decl().name() for v in self.per_thread[:6]}
+        for n in _names_of(e):
             if n not in allowed and not n.startswith(("ntid.", "nctaid.")):
                 return False
         return True
@@ -414,16 +414,19 @@ class Machine:
         k = z3.BitVec(f"k!{mark_fresh}!{s.label}", 32)
         self.per_thread.append(k)
         steps = {}
-        holder_names = {str(h) for h in holders.values()}
+        holder_names = {h.decl().name() for h in holders.values()}
         for r in modified:
             h = holders[r]
-            if z3.is_bool(h) or r not in cont1.env:
-                continue
+            if z3.is_bool(h) or r not in cont1.env or self.k.regs.get(r, "b32")[0] == "f" or h.size() < 32:
+                continue  # floating-point and 8/16-bit registers (data) are not taken as induction variables
             new = cont1.env[r][0]
             if z3.is_bool(new):
                 continue
             d = z3.simplify(new - h)
-            names = {str(v) for v in _free_vars(d)}
+            if z3.is_bv_value(d):
+                steps[r] = d
+                continue
+            names = _names_of(d)
             if names & holder_names or any(_is_fresh_after(n, mark_fresh) for n in names):
                 continue
             steps[r] = d
@@ -539,7 +542,14 @@ class Machine:
         g = st.env["!cpg"][0]
         self.emit(self.new_event("access", s, st, space="shared", base=dbase, off=doff, nbytes=s.size, write=True,
                                  cp=True, group=g))
-        if s.src_size:
+        if isinstance(s.src_size, T.Reg):
+            # a source size in a register (zero-fill of a partial copy): the read covers that many bytes,
+            # and none when it is 0 (PTX: src-size at most cp-size; a larger one is read as it stands)
+            n, _ = self.read(st.env, s.src_size, 32)
+            n = fit(n, 64)
+            rd = State(z3.simplify(z3.And(st.guard, n != 0)), st.env)
+            self.emit(self.new_event("access", s, rd, space="global", base=sbase, off=soff, nbytes=n, read=True))
+        elif s.src_size:
             self.emit(self.new_event("access", s, st, space="global", base=sbase, off=soff, nbytes=s.src_size,
                                      read=True))
 
@@ -640,6 +650,8 @@ class Machine:
             self.write(env, dst, z3.If(c, a, b), ba if ba == bb else None)
             return
         srcs = [self.read(env, x, w, signed) for x in s.srcs]
+        if wide and op in ("mad", "mad24") and len(s.srcs) > 2:
+            srcs[2] = self.read(env, s.srcs[2], ow, signed)  # mad.wide adds a double-width operand
         vals = [fit(v, ow, signed) for v, _ in srcs]
         bases = [b for _, b in srcs]
         base = None
@@ -778,31 +790,22 @@ def merge(states: list[State], base_env) -> State:
     return State(guard, env)
 
 
-def _free_vars(e, cache=None):
-    seen, out, todo = set(), [], [e]
-    while todo:
-        x = todo.pop()
-        xid = x.get_id()
-        if xid in seen:
-            continue
-        seen.add(xid)
-        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out.append(x)
-        elif z3.is_app(x):
-            if x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-                out.append(x)
-            todo.extend(x.children())
-    return out
+_DECL = re.compile(r"^\(declare-fun (\|[^|]*\||\S+) ", re.M)
+
+
+def _names_of(e) -> set[str]:
+    """The names of the uninterpreted constants and functions in `e`. Z3 prints the term (with its
+    shared subterms once) in C; walking a large DAG through the Python API was the audit's hot spot."""
+    s = z3.Solver()
+    s.add(e if z3.is_bool(e) else e == e)
+    return {n[1:-1] if n.startswith("|") else n for n in _DECL.findall(s.sexpr())}
 
 
 def free_names(exprs) -> set[str]:
-    out = set()
-    for e in exprs:
-        if e is None or not z3.is_expr(e):
-            continue
-        for v in _free_vars(e):
-            out.add(v.decl().name())
-    return out
+    es = [e for e in exprs if e is not None and z3.is_expr(e)]
+    if not es:
+        return set()
+    return _names_of(z3.And(*[e if z3.is_bool(e) else e == e for e in es]))
 
 
 def _is_fresh_after(name: str, mark: int) -> bool:
