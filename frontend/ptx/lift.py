@@ -104,7 +104,7 @@ class Lifter:
             op = last.opcode.split(".")[0] if last else ""
             nxt = [i + 1] if i + 1 < n else []
             if op == "bra":
-                tgt = last.operands[0]
+                tgt = last.operands[0] if last.operands else None
                 name = tgt.name if isinstance(tgt, T.Sym) else str(tgt)
                 t = labels.get(name)
                 if t is None:
@@ -262,7 +262,7 @@ class Lifter:
                 if b == "done":
                     return out
                 continue
-            if last.guard is None or len(self.succ[b]) == 1:
+            if last.guard is None or len(self.succ[b]) != 2:
                 b = self._follow(self.succ[b][0] if self.succ[b] else None, loops, out)
                 if b == "done":
                     return out
@@ -333,7 +333,14 @@ class Lifter:
     # ------------------------------------------------------------ instructions
 
     def _stmt(self, it: Instr) -> list:
-        s = self._lift_instr(it)
+        try:
+            s = self._lift_instr(it)
+        except (IndexError, ValueError, TypeError, AttributeError, StopIteration, KeyError):
+            s = None
+        if s is None or not _well_formed(s):
+            # operands of a kind or number the instruction does not take: nothing is assumed about it
+            s = T.Unsupported(f"not supported: {it.opcode} with these operands at PTX line {it.loc.ptx_line}", it.loc,
+                              dsts=[o for o in it.operands[:1] if isinstance(o, T.Reg)])
         stmts = s if isinstance(s, list) else [s]
         if it.guard is not None:
             return [T.If(it.guard[0], it.guard[1], stmts, [], it.loc)]
@@ -454,6 +461,40 @@ class Lifter:
         if op == "atom":
             return T.Access("atomic", space, ops[1], width, 1, ops[2:], it.opcode, loc, dst=ops[0])
         return T.Access("atomic", space, ops[0], width, 1, ops[1:], it.opcode, loc)
+
+
+_OPERAND = (T.Reg, T.Imm, T.Special, T.Sym)
+# sources each pure opcode needs at least (the symbolic execution reads them by position)
+_ARITY = {**{o: 2 for o in ("add", "sub", "mul", "mul24", "div", "rem", "and", "or", "xor", "shl", "shr", "min",
+                            "max", "setp", "set", "copysign", "addc", "subc", "sad", "bmsk", "szext", "fns",
+                            "dp2a", "dp4a")},
+          **{o: 3 for o in ("mad", "mad24", "madc", "selp", "slct", "fma", "bfe", "prmt", "shf")},
+          "bfi": 4, "lop3": 4}
+
+
+def _well_formed(s) -> bool:
+    """Operands of the shapes the symbolic execution reads (the grammar accepts any operand anywhere)."""
+    if isinstance(s, list):
+        return all(_well_formed(x) for x in s)
+    if isinstance(s, T.Access):
+        return isinstance(s.addr, T.Addr) and all(isinstance(r, _OPERAND) for r in s.regs) and \
+            (s.dst is None or isinstance(s.dst, T.Reg))
+    if isinstance(s, T.CpAsync):
+        return isinstance(s.dst, T.Addr) and isinstance(s.src, T.Addr)
+    if isinstance(s, T.Op):
+        op = s.opcode.split(".")[0]
+        if op != "nop" and len(s.srcs) < _ARITY.get(op, 1 if op in PURE and op not in ("activemask",) else 0):
+            return False
+        return all(isinstance(d, T.Reg) for d in s.dsts) and \
+            all(isinstance(o, _OPERAND) or (isinstance(o, tuple) and o[0] == "not") for o in s.srcs)
+    if isinstance(s, T.Shuffle):
+        return all(isinstance(o, _OPERAND) for o in (s.value, s.lane, s.clamp, s.mask)) and \
+            all(r is None or isinstance(r, T.Reg) for r in (s.dst, s.pred))
+    if isinstance(s, T.Barrier):
+        return all(o is None or isinstance(o, _OPERAND) for o in (s.barrier_id, s.count))
+    if isinstance(s, T.If):
+        return _well_formed(s.then) and _well_formed(s.orelse)
+    return True
 
 
 def _type_bytes(typ: str) -> int:
