@@ -402,6 +402,9 @@ class Lifter:
         if op in PURE:
             dsts = []
             d = ops[0] if ops else None
+            if isinstance(d, tuple) and d[0] == "vec":  # an unpack (`mov.b32 {%h1, %h2}, %r1`): values unknown
+                return T.Unsupported(f"value of {it.opcode} at PTX line {loc.ptx_line}", loc, effects="value",
+                                     dsts=[r for r in d[1] if isinstance(r, T.Reg)])
             if isinstance(d, tuple) and d[0] == "pair":
                 dsts = [d[1], d[2]]
             elif isinstance(d, T.Reg):
@@ -486,7 +489,7 @@ def _well_formed(s) -> bool:
         if op != "nop" and len(s.srcs) < _ARITY.get(op, 1 if op in PURE and op not in ("activemask",) else 0):
             return False
         return all(isinstance(d, T.Reg) for d in s.dsts) and \
-            all(isinstance(o, _OPERAND) or (isinstance(o, tuple) and o[0] == "not") for o in s.srcs)
+            all(isinstance(o, _OPERAND) or (isinstance(o, tuple) and o[0] in ("not", "vec")) for o in s.srcs)
     if isinstance(s, T.Shuffle):
         return all(isinstance(o, _OPERAND) for o in (s.value, s.lane, s.clamp, s.mask)) and \
             all(r is None or isinstance(r, T.Reg) for r in (s.dst, s.pred))
