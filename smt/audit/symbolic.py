@@ -460,7 +460,9 @@ class Machine:
         prev = z3.substitute(cont2.guard, (k, k - 1), (R, z3.BoolVal(True)))
         j = z3.BitVec(f"j!{mark_fresh}", 32)
         every = z3.ForAll([j], z3.Implies(z3.ULT(j, k), z3.substitute(cont2.guard, (k, j), (R, z3.BoolVal(True)))))
-        reached = z3.Or(k == 0, z3.And(prev, every)) if QUANTIFIED_LOOPS else z3.Or(k == 0, prev)
+        cont_k = z3.substitute(cont2.guard, (R, z3.BoolVal(True)))
+        wrap = self._no_wrap_facts(s, st, steps, k, cont_k, mark_fresh)
+        reached = z3.Or(k == 0, z3.And(prev, every)) if QUANTIFIED_LOOPS else z3.Or(k == 0, z3.And(prev, *wrap))
         self.loop_conts[k.decl().name()] = (k, z3.substitute(cont2.guard, (R, z3.BoolVal(True))), s.label)
         for ev in self.events[ev_mark:]:
             ev.guard = z3.substitute(ev.guard, (R, reached))
@@ -476,6 +478,39 @@ class Machine:
         if _contains_return(s.body):
             guard = z3.And(st.guard, self.fresh(0, f"whether the thread returned inside loop {s.label}", s.loc))
         return State(guard, env_out)
+
+    def _no_wrap_facts(self, s: T.Loop, st: State, steps: dict, k, cont_k, mark) -> list:
+        """Facts about iteration k that follow from "every earlier iteration went on" (the exact but
+        quantified condition) for each 32-bit induction register r = init + k * step: if the
+        mathematical value init + k * step has left the 32-bit range, let w be the first iteration
+        whose value did (unique, w <= k); iterations w - 1 and w - 2 (when they exist) went on. This
+        rules out the summary's spurious iterations that are only reached after a wrap-around, the
+        usual reason grid-stride and tiled loops ended unknown; a loop that truly wraps keeps its
+        witness (w - 2 went on with its unwrapped value). Instances of a universally true fact, with w
+        defined by constraints that determine it: sound."""
+        out = []
+        lo, hi = -(1 << 31), (1 << 31) - 1
+        k64 = z3.ZeroExt(32, k)
+        for r, d in steps.items():
+            if r.startswith("!") or r not in st.env or self.reg_width(r) != 32 or z3.is_bool(st.env[r][0]):
+                continue
+            init = z3.SignExt(32, fit(st.env[r][0], 32))
+            step = z3.SignExt(32, fit(d, 32))
+
+            def val(x, init=init, step=step):
+                return init + x * step  # 64-bit: exact for x < 2**32 and 32-bit init and step
+            w = z3.BitVec(f"w!{mark}!{r}", 32)
+            self.per_thread.append(w)
+            w64 = z3.ZeroExt(32, w)
+            up = z3.And(step > 0, val(k64) > hi)
+            down = z3.And(step < 0, val(k64) < lo)
+            first = z3.And(z3.UGE(w, 1), z3.ULE(w, k), z3.Or(
+                z3.And(step > 0, val(w64 - 1) <= hi, val(w64) > hi),
+                z3.And(step < 0, val(w64 - 1) >= lo, val(w64) < lo)))
+            went_on = z3.And(z3.substitute(cont_k, (k, w - 1)),
+                             z3.Implies(z3.UGE(w, 2), z3.substitute(cont_k, (k, w - 2))))
+            out.append(z3.Implies(z3.Or(up, down), z3.And(first, went_on)))
+        return out
 
     # ------------------------------------------------------------ memory
 
