@@ -41,8 +41,6 @@ KNOWN = {
     "gridstride_ok": "grid-stride loop with no bound on n: i + stride may wrap for n near INT_MAX, and with a "
                      "symbolic grid the no-wrap query is a product of symbolic sizes (unknown)",
     "hist_shared_atomic_ok": "grid-stride loop: the loop summary allows a wrapped induction variable (unknown)",
-    "matmul_tiled_ok": "loop over tiles: bounds need an iteration the summary cannot confirm (unknown)",
-    "matmul_tiled_missing_sync": "the race needs a second tile iteration: not confirmed in time (unknown)",
     "rowsum_ok": "loop over columns: bounds need an iteration the summary cannot confirm (unknown)",
     "stencil2d_ok": "products of symbolic sizes: the solver times out (unknown)",
     "transpose_naive_ok": "products of symbolic sizes: the solver times out (unknown)",

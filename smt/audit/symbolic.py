@@ -489,6 +489,11 @@ class Machine:
         witness (w - 2 went on with its unwrapped value). Instances of a universally true fact, with w
         defined by constraints that determine it: sound."""
         out = []
+        # the continuation condition must be a function of k alone among this iteration's values: an
+        # unknown value made in the body stands for iteration k's, not for iteration w - 1's
+        own = _names_of(cont_k) - {k.decl().name()}
+        if any(_is_fresh_after(n, mark) or n.startswith("R!") for n in own):
+            return out
         lo, hi = -(1 << 31), (1 << 31) - 1
         k64 = z3.ZeroExt(32, k)
         for r, d in steps.items():
