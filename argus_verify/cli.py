@@ -29,6 +29,7 @@ examples:
   argus verify specs/gemm_simt.arg --json
   argus verify specs/buggy/gemm_stage_off_by_one.arg --replay
   argus compile specs/vecadd.arg -o /tmp/vecadd.ptx --stats
+  argus compile specs/reduce_sum.arg -o /tmp/reduce_sum.ptx --validate
   argus bench specs/row_softmax.arg --shape M=16384,N=1024
   argus test specs/row_softmax.arg --max-examples 30
   argus audit tests/audit/corpus/reduce_tree_ok.cu --json
@@ -155,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-o", "--output", help="write the PTX here (default: stdout)")
     sp.add_argument("--stats", action="store_true", help="assemble with ptxas and report registers, "
                                                          "shared memory and spills")
+    sp.add_argument("--validate", action="store_true",
+                    help="audit the emitted PTX (argus audit) and check it agrees with the source proof on races, "
+                         "bounds and barrier divergence; a disagreement is an internal error (exit 4)")
     verify_options(sp)
     sp = cmd("bench", "time on the GPU against the library baseline",
              "argus bench specs/row_softmax.arg --shape M=16384,N=1024")
@@ -306,6 +310,7 @@ def verify_first(args, kernel, sizes=None) -> tuple[dict, int] | None:
         print("argus: note: the verifier is not available in this build; not verified", file=sys.stderr)
         return None
     report = verify(kernel, timeout_s=getattr(args, "timeout", 10.0), shapes=sizes, jobs=default_jobs())
+    args.source_report = report  # `compile --validate` compares the PTX audit with it
     if report.violations():
         broken = unreproduced(kernel, report, args.file)
         if broken:
@@ -516,12 +521,35 @@ def cmd_compile(args) -> int:
     from argus_verify.lowering.ptx import lower
 
     check_output_path(args.output)
+    if args.validate and args.no_verify:
+        raise UsageError("--validate compares the PTX with the source proof, which --no-verify skips: drop one")
     k = load_kernel(args)
     refused = verify_first(args, k)
     if refused:
         return refuse(args, refused)
     lowered = lower(k)
     result = {"status": "ok", "kernel": k.name, "entry": lowered.entry, "bytes": len(lowered.ptx)}
+    if args.validate:
+        from argus_verify.validate import validate
+
+        source_report = getattr(args, "source_report", None)
+        if source_report is None:
+            raise UsageError("--validate needs the source proof, and the verifier did not run")
+        v = validate(k, source_report, lowered, timeout_s=args.timeout, ptx_name=args.output)
+        result["validation"] = v.to_json()
+        if v.disagreements():
+            message = ("internal error: the PTX Argus emitted disagrees with the source proof (translation "
+                       "validation). This is a bug in Argus (the lowering, the verifier or the audit), not in the "
+                       "kernel; please report it")
+            if args.json:
+                print(json.dumps({"status": "error", "kind": "internal", "message": message,
+                                  "validation": result["validation"]}, indent=2, default=str))
+            else:
+                print(v.render_text(), file=sys.stderr)
+                print(f"argus: {message}", file=sys.stderr)
+            return 4
+        if not args.json:
+            print(v.render_text(), file=sys.stderr)
     if args.output:
         try:
             Path(args.output).write_text(lowered.ptx)

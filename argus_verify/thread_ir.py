@@ -97,7 +97,8 @@ class CpAsync:
     src: Addr
     size: int
     loc: Loc
-    src_size: int = 0  # bytes read from the source (the rest of `size` is zero-filled)
+    # bytes read from the source (the rest of `size` is zero-filled): a number, or a register
+    src_size: int | Reg = 0
 
 
 @attrs.define

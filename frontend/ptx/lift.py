@@ -36,6 +36,7 @@ class Lifter:
         self.main_index = self._main_file_index()
         self.unsupported: list[T.Unsupported] = []
         self.budget = 20000
+        self.synth = 0  # registers the lifter makes up (ldmatrix lane predicates)
 
     # ------------------------------------------------------------ locations
 
@@ -103,7 +104,7 @@ class Lifter:
             op = last.opcode.split(".")[0] if last else ""
             nxt = [i + 1] if i + 1 < n else []
             if op == "bra":
-                tgt = last.operands[0]
+                tgt = last.operands[0] if last.operands else None
                 name = tgt.name if isinstance(tgt, T.Sym) else str(tgt)
                 t = labels.get(name)
                 if t is None:
@@ -235,7 +236,7 @@ class Lifter:
             entered_header = b
             blk = self.blocks[b]
             for it in blk[:-1]:
-                out.append(self._stmt(it))
+                out.extend(self._stmt(it))
             if not blk:
                 b = self._next(b, loops, out)
                 if b == "done":
@@ -256,12 +257,12 @@ class Lifter:
                 out.append(T.Unsupported("indirect branch (brx.idx)", last.loc))
                 return out
             if op != "bra":
-                out.append(self._stmt(last))
+                out.extend(self._stmt(last))
                 b = self._next(b, loops, out)
                 if b == "done":
                     return out
                 continue
-            if last.guard is None or len(self.succ[b]) == 1:
+            if last.guard is None or len(self.succ[b]) != 2:
                 b = self._follow(self.succ[b][0] if self.succ[b] else None, loops, out)
                 if b == "done":
                     return out
@@ -331,11 +332,19 @@ class Lifter:
 
     # ------------------------------------------------------------ instructions
 
-    def _stmt(self, it: Instr):
-        s = self._lift_instr(it)
+    def _stmt(self, it: Instr) -> list:
+        try:
+            s = self._lift_instr(it)
+        except (IndexError, ValueError, TypeError, AttributeError, StopIteration, KeyError):
+            s = None
+        if s is None or not _well_formed(s):
+            # operands of a kind or number the instruction does not take: nothing is assumed about it
+            s = T.Unsupported(f"not supported: {it.opcode} with these operands at PTX line {it.loc.ptx_line}", it.loc,
+                              dsts=[o for o in it.operands[:1] if isinstance(o, T.Reg)])
+        stmts = s if isinstance(s, list) else [s]
         if it.guard is not None:
-            return T.If(it.guard[0], it.guard[1], [s], [], it.loc)
-        return s
+            return [T.If(it.guard[0], it.guard[1], stmts, [], it.loc)]
+        return stmts
 
     def _lift_instr(self, it: Instr):
         parts = it.opcode.split(".")
@@ -344,6 +353,14 @@ class Lifter:
         ops = it.operands
         if op in ("ld", "ldu", "st", "atom", "red"):
             return self._access(it, parts)
+        if op == "ldmatrix" and "shared" in parts and len(ops) == 2 and isinstance(ops[1], T.Addr):
+            return self._ldmatrix(it, parts)
+        if op == "mma":
+            # a warp's matrix multiply-accumulate: registers only (their values are not modelled)
+            d = ops[0] if ops else None
+            regs = d[1] if isinstance(d, tuple) and d[0] == "vec" else [d]
+            return T.Unsupported(f"value of {it.opcode} at PTX line {loc.ptx_line}", loc, effects="value",
+                                 dsts=[r for r in regs if isinstance(r, T.Reg)])
         if op == "cp" and len(parts) > 1 and parts[1] == "async":
             if "commit_group" in parts:
                 return T.CpAsyncCommit(loc)
@@ -358,10 +375,10 @@ class Lifter:
                 size = int(ops[2].value)
                 src_size = size
                 if len(ops) > 3:
-                    if not isinstance(ops[3], T.Imm) or len(ops) > 4:
-                        return T.Unsupported(f"not supported: {it.opcode} with a source size in a register at "
-                                             f"PTX line {loc.ptx_line}", loc)
-                    src_size = int(ops[3].value)
+                    if not isinstance(ops[3], T.Imm | T.Reg) or len(ops) > 4:
+                        return T.Unsupported(f"not supported: {it.opcode} with a cache policy or an ignore-src "
+                                             f"predicate at PTX line {loc.ptx_line}", loc)
+                    src_size = int(ops[3].value) if isinstance(ops[3], T.Imm) else ops[3]
                 return T.CpAsync(ops[0], ops[1], size, loc, src_size=src_size)
             return T.Unsupported(f"not supported: {it.opcode} at PTX line {loc.ptx_line}", loc)
         if op in ("bar", "barrier"):
@@ -385,6 +402,9 @@ class Lifter:
         if op in PURE:
             dsts = []
             d = ops[0] if ops else None
+            if isinstance(d, tuple) and d[0] == "vec":  # an unpack (`mov.b32 {%h1, %h2}, %r1`): values unknown
+                return T.Unsupported(f"value of {it.opcode} at PTX line {loc.ptx_line}", loc, effects="value",
+                                     dsts=[r for r in d[1] if isinstance(r, T.Reg)])
             if isinstance(d, tuple) and d[0] == "pair":
                 dsts = [d[1], d[2]]
             elif isinstance(d, T.Reg):
@@ -393,6 +413,27 @@ class Lifter:
             return T.Op(it.opcode, dsts, srcs, loc)
         return T.Unsupported(f"not supported: {it.opcode} at PTX line {loc.ptx_line}", loc,
                              dsts=[o for o in ops if isinstance(o, T.Reg)][:1])
+
+    def _ldmatrix(self, it: Instr, parts):
+        """`ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16 {d..}, [a]`: lanes 0 .. 8N-1 each give the
+        address of one 16-byte row of the N 8x8 matrices (PTX ISA, ldmatrix); each of those lanes is
+        modelled as reading its row (which lane receives which element does not matter to races and
+        bounds; the values are unknown)."""
+        loc = it.loc
+        n = next((int(p[1:]) for p in parts if p in ("x1", "x2", "x4")), 1)
+        d = it.operands[0]
+        regs = d[1] if isinstance(d, tuple) and d[0] == "vec" else [d]
+        acc = T.Access("load", "shared", it.operands[1], 16, 1, regs, it.opcode, loc)
+        if n == 4:
+            return acc
+        self.synth += 1
+        pred = T.Reg(f"%ldmatrix_lane{self.synth}")
+        self.entry.regs[pred.name] = "pred"
+        # registers of the lanes that give no address are still written (unknown values)
+        rest = T.Unsupported(f"value of {it.opcode} at PTX line {loc.ptx_line}", loc, effects="value",
+                             dsts=[r for r in regs if isinstance(r, T.Reg)])
+        setp = T.Op("setp.lt.u32", [pred], [T.Special("laneid"), T.Imm(8 * n)], loc)
+        return [setp, T.If(pred, False, [acc], [rest], loc)]
 
     def _plain(self, o):
         if isinstance(o, tuple) and o[0] == "not":
@@ -423,6 +464,40 @@ class Lifter:
         if op == "atom":
             return T.Access("atomic", space, ops[1], width, 1, ops[2:], it.opcode, loc, dst=ops[0])
         return T.Access("atomic", space, ops[0], width, 1, ops[1:], it.opcode, loc)
+
+
+_OPERAND = (T.Reg, T.Imm, T.Special, T.Sym)
+# sources each pure opcode needs at least (the symbolic execution reads them by position)
+_ARITY = {**{o: 2 for o in ("add", "sub", "mul", "mul24", "div", "rem", "and", "or", "xor", "shl", "shr", "min",
+                            "max", "setp", "set", "copysign", "addc", "subc", "sad", "bmsk", "szext", "fns",
+                            "dp2a", "dp4a")},
+          **{o: 3 for o in ("mad", "mad24", "madc", "selp", "slct", "fma", "bfe", "prmt", "shf")},
+          "bfi": 4, "lop3": 4}
+
+
+def _well_formed(s) -> bool:
+    """Operands of the shapes the symbolic execution reads (the grammar accepts any operand anywhere)."""
+    if isinstance(s, list):
+        return all(_well_formed(x) for x in s)
+    if isinstance(s, T.Access):
+        return isinstance(s.addr, T.Addr) and all(isinstance(r, _OPERAND) for r in s.regs) and \
+            (s.dst is None or isinstance(s.dst, T.Reg))
+    if isinstance(s, T.CpAsync):
+        return isinstance(s.dst, T.Addr) and isinstance(s.src, T.Addr)
+    if isinstance(s, T.Op):
+        op = s.opcode.split(".")[0]
+        if op != "nop" and len(s.srcs) < _ARITY.get(op, 1 if op in PURE and op not in ("activemask",) else 0):
+            return False
+        return all(isinstance(d, T.Reg) for d in s.dsts) and \
+            all(isinstance(o, _OPERAND) or (isinstance(o, tuple) and o[0] in ("not", "vec")) for o in s.srcs)
+    if isinstance(s, T.Shuffle):
+        return all(isinstance(o, _OPERAND) for o in (s.value, s.lane, s.clamp, s.mask)) and \
+            all(r is None or isinstance(r, T.Reg) for r in (s.dst, s.pred))
+    if isinstance(s, T.Barrier):
+        return all(o is None or isinstance(o, _OPERAND) for o in (s.barrier_id, s.count))
+    if isinstance(s, T.If):
+        return _well_formed(s.then) and _well_formed(s.orelse)
+    return True
 
 
 def _type_bytes(typ: str) -> int:

@@ -132,9 +132,11 @@ def parse_ptx(text: str, filename: str) -> Module:
         got = ""
         tok = getattr(e, "token", None)
         if tok is not None:
-            got = f" '{tok}'"
-        raise ArgusSyntaxError(f"PTX not understood here{got} (not supported by the audit's PTX grammar)",
-                               Span(filename, line, col)) from None
+            got = f" (at '{tok}')"
+        src = text.splitlines()[line - 1].strip() if 0 < line <= len(text.splitlines()) else ""
+        what = " ".join(src.split()[:2])[:60] or "end of file"
+        raise ArgusSyntaxError(f"not supported: `{what}` at line {line}{got}: the audit's PTX grammar does not "
+                               "read it", Span(filename, line, col)) from None
     lines_text = text.splitlines()
     files: dict[int, str] = {}
     entries = []

@@ -20,13 +20,18 @@ __all__ = ["Directive", "Launch", "Spec", "audit_kernel"]
 
 
 def audit_kernel(kernel: T.Kernel, launch: Launch, spec: Spec, ptx_file: str, shown_file: str,
-                 lift_problems: list, timeout_s: float = 10.0) -> VerifyReport:
+                 lift_problems: list, timeout_s: float = 10.0, constraints=None,
+                 obligations: tuple = ALL, budget_s: float | None = None) -> VerifyReport:
+    """Check `obligations` of one lifted kernel. `constraints`, if given, is a function of the name
+    environment (PTX parameter names and `block_dim_x`... as BV64 terms) giving more assumptions and
+    array extents in bytes (`argus compile --validate` carries a kernel's launch over this way).
+    `budget_s` bounds the solver time of the checks (what is left undecided is unknown)."""
     t0 = time.perf_counter()
     report = VerifyReport(kernel=kernel.name, file=shown_file)
     loc = Span(ptx_file, kernel.loc.ptx_line, 1)
     if lift_problems:
         u = lift_problems[0]
-        for ob in ALL:
+        for ob in obligations:
             report.results.append(ObligationResult(ob, "unknown", loc, f"{ob} not decided: {u.reason}"))
         report.seconds = time.perf_counter() - t0
         return report
@@ -52,10 +57,15 @@ def audit_kernel(kernel: T.Kernel, launch: Launch, spec: Spec, ptx_file: str, sh
             if pname in m.params:
                 a = int(d.text, 0)
                 assumptions.append(z3.URem(fit(m.params[pname], 64), a) == 0)
+    if constraints is not None:
+        more, extents = constraints(env)
+        assumptions.extend(more)
+        sizes.update(extents)
     for pname in sizes:
         if not any(d.kind == "align" and spec.names.get(d.name, d.name) == pname for d in spec.directives):
             assumptions.append(z3.URem(fit(m.params[pname], 64), 256) == 0)
-    report.results.extend(run_checks(m, assumptions, sizes, ptx_file, int(timeout_s * 1000), scalars))
+    report.results.extend(run_checks(m, assumptions, sizes, ptx_file, int(timeout_s * 1000), scalars,
+                                      obligations, budget_s))
     report.seconds = time.perf_counter() - t0
     return report
 

@@ -28,8 +28,11 @@ MEMORY_OBLIGATIONS = ("race", "bounds", "uninitialised-read", "cp-async")
 
 class Checker:
     def __init__(self, m: Machine, assumptions: list, sizes: dict, ptx_file: str, timeout_ms: int,
-                 scalars: dict):
+                 scalars: dict, budget_s: float | None = None):
         self.m = m
+        self._two: dict = {}
+        self._ren_arrays = None
+        self.deadline = None if budget_s is None else time.perf_counter() + budget_s
         self.ptx_file = ptx_file
         self.timeout = timeout_ms
         self.sizes = sizes  # PTX param name -> BV64 size in bytes
@@ -56,13 +59,41 @@ class Checker:
     def two(self, e):
         if e is None or not z3.is_expr(e):
             return e
-        return z3.substitute(e, *self.ren) if self.ren else e
+        if not self.ren:
+            return e
+        key = e.get_id()
+        hit = self._two.get(key)
+        if hit is None:  # the term is kept alive next to its copy, so its id is not reused
+            hit = self._two[key] = (e, self._substitute(e))
+        return hit[1]
+
+    def _substitute(self, e):
+        """z3.substitute(e, *self.ren) through the C API with the arrays built once (z3.substitute
+        checks the sorts of every pair in Python on each call: thousands of pairs, per term)."""
+        if self._ren_arrays is None:
+            n = len(self.ren)
+            src, dst = (z3.Ast * n)(), (z3.Ast * n)()
+            for i, (a, b) in enumerate(self.ren):
+                src[i], dst[i] = a.as_ast(), b.as_ast()
+            self._ren_arrays = (n, src, dst)
+        n, src, dst = self._ren_arrays
+        return z3.z3._to_expr_ref(z3.Z3_substitute(e.ctx_ref(), e.as_ast(), n, src, dst), e.ctx)
+
+    def spent(self) -> bool:
+        return self.deadline is not None and time.perf_counter() >= self.deadline - 0.05
+
+    def out_of_time(self, obligation: str, what: str) -> None:
+        self.results.append(ObligationResult(obligation, "unknown", self.span(self.m.k.loc),
+                                             f"{obligation} not decided for {what}: the audit's time budget is spent"))
 
     # ------------------------------------------------------------ solving
 
     def solve(self, formulas):
+        left = None if self.deadline is None else self.deadline - time.perf_counter()
+        if left is not None and left <= 0.05:
+            return z3.unknown, None, "the audit's time budget is spent"
         s = z3.Solver()
-        s.set("timeout", self.timeout)
+        s.set("timeout", self.timeout if left is None else max(1, min(self.timeout, int(left * 1000))))
         s.add(self.base + formulas)
         r = s.check()
         return r, (s.model() if r == z3.sat else None), s.reason_unknown() if r == z3.unknown else ""
@@ -259,11 +290,16 @@ class Checker:
                                                  f"the {ev.space} access at {self.where(ev.stmt.loc)} has an address "
                                                  "whose array is not known; races through it are not checked"))
         sites = [s for s in accesses if s[0].base is not None]
+        race_free = self.race_batch(sites)
         found = 0
         for i, a in enumerate(sites):
+            if self.spent():
+                self.out_of_time("race", f"the accesses from {self.where(a[0].stmt.loc)} on")
+                found += 1
+                break
             for b in sites[i:]:
                 ea, eb = a[0], b[0]
-                if ea.base != eb.base or ea.space != eb.space:
+                if ea.base != eb.base or ea.space != eb.space or (ea.space, ea.base) in race_free:
                     continue
                 if not (ea.write or eb.write) or (ea.atomic and eb.atomic):
                     continue
@@ -273,12 +309,47 @@ class Checker:
             self.results.append(ObligationResult("race", "proved", self.span(self.m.k.loc),
                                                  "no data race on shared or global memory"))
 
+    def race_batch(self, sites) -> set:
+        """The arrays proved race-free in one query each: thread 1 writes (any write site), thread 2
+        accesses (any site), not both atomically, with overlapping bytes and nothing ordering them.
+        The two-thread encoding is symmetric, so this covers every pair with a write. Arrays it does not
+        prove (a race, or the solver gave up) are checked pair by pair, which names the two accesses."""
+        groups: dict = {}
+        for site in sites:
+            groups.setdefault((site[0].space, site[0].base), []).extend(site)
+        done = set()
+        for key, evs in groups.items():
+            writes = [e for e in evs if e.write]
+            pairs = sum(1 for e in writes for _ in evs)
+            if not writes or pairs < 2:
+                continue
+            x1, x2 = z3.BitVec("addr1", 64), z3.BitVec("addr2", 64)
+            p1, p2 = z3.BitVec("phase1", 32), z3.BitVec("phase2", 32)
+            n1, n2 = z3.BitVec("size1", 64), z3.BitVec("size2", 64)
+            a1, a2 = z3.Bool("atomic1"), z3.Bool("atomic2")
+            s1 = z3.Or(*[self.instance(e, False, x1, p1, extra=(n1 == e.nbytes, a1 == e.atomic)) for e in writes])
+            s2 = z3.Or(*[self.instance(e, True, x2, p2, extra=(n2 == self.two(e.nbytes) if z3.is_expr(e.nbytes)
+                                                               else n2 == e.nbytes, a2 == e.atomic)) for e in evs])
+            overlap = z3.And(z3.ULT(x1, x2 + n2), z3.ULT(x2, x1 + n1))
+            if key[0] == "shared":
+                order = z3.And(self.same_block, p1 == p2)
+            else:
+                order = z3.Or(z3.Not(self.same_block), p1 == p2)
+            r, _, _ = self.solve([s1, s2, overlap, order, z3.Not(self.same_thread), z3.Not(z3.And(a1, a2))])
+            if r == z3.unsat:
+                done.add(key)
+        return done
+
     def race_pair(self, a, b) -> bool:
         x1, x2 = z3.BitVec("addr1", 64), z3.BitVec("addr2", 64)
         p1, p2 = z3.BitVec("phase1", 32), z3.BitVec("phase2", 32)
-        s1 = z3.Or(*[self.instance(e, False, x1, p1) for e in a])
-        s2 = z3.Or(*[self.instance(e, True, x2, p2) for e in b])
         na, nb = a[0].nbytes, b[0].nbytes
+        ex1, ex2 = (), ()
+        if z3.is_expr(na) or z3.is_expr(nb):  # sizes in registers: one term per event
+            na, nb = z3.BitVec("size1", 64), z3.BitVec("size2", 64)
+            ex1, ex2 = (lambda e: (na == e.nbytes,)), (lambda e: (nb == self.two(e.nbytes),))
+        s1 = z3.Or(*[self.instance(e, False, x1, p1, extra=ex1(e) if ex1 else ()) for e in a])
+        s2 = z3.Or(*[self.instance(e, True, x2, p2, extra=ex2(e) if ex2 else ()) for e in b])
         overlap = z3.And(z3.ULT(x1, x2 + nb), z3.ULT(x2, x1 + na))
         if a[0].space == "shared":
             order = z3.And(self.same_block, p1 == p2)
@@ -351,12 +422,45 @@ class Checker:
 
     # ------------------------------------------------------------ bounds
 
+    def bounds_batch(self, sites) -> set:
+        """The arrays whose accesses are all proved inside in one query (each array with a known size):
+        the common case costs one solver call per array instead of one per access site."""
+        by_base: dict = {}
+        for site in sites:
+            ev = site[0]
+            if ev.base is None:
+                continue
+            if ev.space == "shared":
+                size = self.m.shared_sizes.get(ev.base)
+                size = None if size is None else bv(size, 64)
+            else:
+                size = self.sizes.get(ev.base)
+            if size is not None:
+                by_base.setdefault((ev.space, ev.base), (size, []))[1].extend(site)
+        done = set()
+        for key, (size, evs) in by_base.items():
+            x, nb = z3.BitVec("off", 64), z3.BitVec("nbytes", 64)
+            cases = [self.instance(e, False, x, extra=(nb == e.nbytes,)) for e in evs]
+            inside = z3.And(z3.ULE(x, size), z3.ULE(x + nb, size), z3.ULE(x, x + nb))
+            r, _, _ = self.solve([z3.Or(*cases), z3.Not(inside)])
+            if r == z3.unsat:
+                done.add(key)
+        return done
+
     def bounds(self):
         if self.blocked("bounds", None, "bounds"):
             return
         bad = 0
-        for site in self.sites(lambda e: e.kind == "access" and (e.space in ("shared", "global") or
-                                                                 (e.space == "generic" and e.base is None))):
+        all_sites = self.sites(lambda e: e.kind == "access" and (e.space in ("shared", "global") or
+                                                                 (e.space == "generic" and e.base is None)))
+        proved = self.bounds_batch(all_sites) if len(all_sites) > 1 else set()
+        for site in all_sites:
+            if (site[0].space, site[0].base) in proved:
+                continue
+            if self.spent():
+                self.out_of_time("bounds", f"the accesses from {self.where(site[0].stmt.loc)} on")
+                bad += 1
+                break
             ev = site[0]
             loc = ev.stmt.loc
             if ev.base is None:
@@ -384,15 +488,21 @@ class Checker:
                     continue
             nb = ev.nbytes
             x = z3.BitVec("off", 64)
+            if z3.is_expr(nb):  # a size in a register (cp.async zero-fill): one term per event
+                nb = z3.BitVec("nbytes", 64)
+                cases = [self.instance(e, False, x, extra=(nb == e.nbytes,)) for e in site]
+            else:
+                cases = [self.instance(e, False, x) for e in site]
             inside = z3.And(z3.ULE(x, size), z3.ULE(x + nb, size), z3.ULE(x, x + nb))
-            fs = [z3.Or(*[self.instance(e, False, x) for e in site]), z3.Not(inside)]
+            fs = [z3.Or(*cases), z3.Not(inside)]
             r, model, why = self.solve(fs)
             kind = "write" if ev.write else "read"
             name = self.name(ev.base)
             msg = f"out-of-bounds {kind} of {ev.space} {name} at {self.where(loc)}"
 
             def extra(model, x=x, size=size, nb=nb):
-                return [f"byte offset {self.val(model, x)} (+{nb} bytes) but {self.val(model, size)} bytes exist"]
+                return [f"byte offset {self.val(model, x)} (+{self.val(model, nb) if z3.is_expr(nb) else nb} bytes) "
+                        f"but {self.val(model, size)} bytes exist"]
             picked = self.pick(model, site, False, x, None) if model is not None else None
             st = self.conclude("bounds", r, model, why, fs, loc, msg, events=(picked,), second=False, extra=extra)
             if st != "proved":
@@ -631,11 +741,18 @@ class Checker:
                                                  "every shuffle reads from an active lane named in its mask"))
 
 
-def run_checks(m: Machine, assumptions, sizes, ptx_file, timeout_ms, scalars) -> list[ObligationResult]:
-    c = Checker(m, assumptions, sizes, ptx_file, timeout_ms, scalars)
-    for _name, fn in (("race", c.races), ("barrier-divergence", c.barriers), ("bounds", c.bounds),
+def run_checks(m: Machine, assumptions, sizes, ptx_file, timeout_ms, scalars,
+               obligations=None, budget_s: float | None = None) -> list[ObligationResult]:
+    """Every obligation's results. `budget_s` bounds the total solver time: once spent, each query
+    left is unknown ("the audit's time budget is spent"), never proved."""
+    c = Checker(m, assumptions, sizes, ptx_file, timeout_ms, scalars, budget_s)
+    for name, fn in (("barrier-divergence", c.barriers), ("bounds", c.bounds), ("race", c.races),
                      ("uninitialised-read", c.uninit), ("cp-async", c.cp_async), ("shuffle", c.shuffles)):
+        if obligations is not None and name not in obligations:
+            continue
         t0 = time.perf_counter()
+        if budget_s is not None:  # each obligation gets its share of the budget
+            c.deadline = t0 + budget_s / (len(obligations) if obligations is not None else 6)
         n0 = len(c.results)
         fn()
         for r in c.results[n0:]:

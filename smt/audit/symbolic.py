@@ -18,6 +18,7 @@ unknown, never as a violation, and a proof is still a proof (the values over-app
 from __future__ import annotations
 
 import itertools
+import re
 
 import attrs
 import z3
@@ -42,7 +43,7 @@ class Event:
     space: str = ""
     base: str | None = None
     off: object = None  # BV64 byte offset from the base
-    nbytes: int = 0
+    nbytes: object = 0  # an int, or a BV64 term (cp.async with a source size in a register)
     write: bool = False
     atomic: bool = False
     read: bool = False
@@ -371,9 +372,8 @@ class Machine:
         return None
 
     def _depends_only_on_threads(self, e) -> bool:
-        allowed = {str(v) for v in self.per_thread[:6]}
-        for v in _free_vars(e):
-            n = str(v)
+        allowed = {v.decl().name() for v in self.per_thread[:6]}
+        for n in _names_of(e):
             if n not in allowed and not n.startswith(("ntid.", "nctaid.")):
                 return False
         return True
@@ -414,16 +414,19 @@ class Machine:
         k = z3.BitVec(f"k!{mark_fresh}!{s.label}", 32)
         self.per_thread.append(k)
         steps = {}
-        holder_names = {str(h) for h in holders.values()}
+        holder_names = {h.decl().name() for h in holders.values()}
         for r in modified:
             h = holders[r]
-            if z3.is_bool(h) or r not in cont1.env:
-                continue
+            if z3.is_bool(h) or r not in cont1.env or self.k.regs.get(r, "b32")[0] == "f" or h.size() < 32:
+                continue  # floating-point and 8/16-bit registers (data) are not taken as induction variables
             new = cont1.env[r][0]
             if z3.is_bool(new):
                 continue
             d = z3.simplify(new - h)
-            names = {str(v) for v in _free_vars(d)}
+            if z3.is_bv_value(d):
+                steps[r] = d
+                continue
+            names = _names_of(d)
             if names & holder_names or any(_is_fresh_after(n, mark_fresh) for n in names):
                 continue
             steps[r] = d
@@ -457,7 +460,9 @@ class Machine:
         prev = z3.substitute(cont2.guard, (k, k - 1), (R, z3.BoolVal(True)))
         j = z3.BitVec(f"j!{mark_fresh}", 32)
         every = z3.ForAll([j], z3.Implies(z3.ULT(j, k), z3.substitute(cont2.guard, (k, j), (R, z3.BoolVal(True)))))
-        reached = z3.Or(k == 0, z3.And(prev, every)) if QUANTIFIED_LOOPS else z3.Or(k == 0, prev)
+        cont_k = z3.substitute(cont2.guard, (R, z3.BoolVal(True)))
+        wrap = self._no_wrap_facts(s, st, steps, k, cont_k, mark_fresh)
+        reached = z3.Or(k == 0, z3.And(prev, every)) if QUANTIFIED_LOOPS else z3.Or(k == 0, z3.And(prev, *wrap))
         self.loop_conts[k.decl().name()] = (k, z3.substitute(cont2.guard, (R, z3.BoolVal(True))), s.label)
         for ev in self.events[ev_mark:]:
             ev.guard = z3.substitute(ev.guard, (R, reached))
@@ -473,6 +478,44 @@ class Machine:
         if _contains_return(s.body):
             guard = z3.And(st.guard, self.fresh(0, f"whether the thread returned inside loop {s.label}", s.loc))
         return State(guard, env_out)
+
+    def _no_wrap_facts(self, s: T.Loop, st: State, steps: dict, k, cont_k, mark) -> list:
+        """Facts about iteration k that follow from "every earlier iteration went on" (the exact but
+        quantified condition) for each 32-bit induction register r = init + k * step: if the
+        mathematical value init + k * step has left the 32-bit range, let w be the first iteration
+        whose value did (unique, w <= k); iterations w - 1 and w - 2 (when they exist) went on. This
+        rules out the summary's spurious iterations that are only reached after a wrap-around, the
+        usual reason grid-stride and tiled loops ended unknown; a loop that truly wraps keeps its
+        witness (w - 2 went on with its unwrapped value). Instances of a universally true fact, with w
+        defined by constraints that determine it: sound."""
+        out = []
+        # the continuation condition must be a function of k alone among this iteration's values: an
+        # unknown value made in the body stands for iteration k's, not for iteration w - 1's
+        own = _names_of(cont_k) - {k.decl().name()}
+        if any(_is_fresh_after(n, mark) or n.startswith("R!") for n in own):
+            return out
+        lo, hi = -(1 << 31), (1 << 31) - 1
+        k64 = z3.ZeroExt(32, k)
+        for r, d in steps.items():
+            if r.startswith("!") or r not in st.env or self.reg_width(r) != 32 or z3.is_bool(st.env[r][0]):
+                continue
+            init = z3.SignExt(32, fit(st.env[r][0], 32))
+            step = z3.SignExt(32, fit(d, 32))
+
+            def val(x, init=init, step=step):
+                return init + x * step  # 64-bit: exact for x < 2**32 and 32-bit init and step
+            w = z3.BitVec(f"w!{mark}!{r}", 32)
+            self.per_thread.append(w)
+            w64 = z3.ZeroExt(32, w)
+            up = z3.And(step > 0, val(k64) > hi)
+            down = z3.And(step < 0, val(k64) < lo)
+            first = z3.And(z3.UGE(w, 1), z3.ULE(w, k), z3.Or(
+                z3.And(step > 0, val(w64 - 1) <= hi, val(w64) > hi),
+                z3.And(step < 0, val(w64 - 1) >= lo, val(w64) < lo)))
+            went_on = z3.And(z3.substitute(cont_k, (k, w - 1)),
+                             z3.Implies(z3.UGE(w, 2), z3.substitute(cont_k, (k, w - 2))))
+            out.append(z3.Implies(z3.Or(up, down), z3.And(first, went_on)))
+        return out
 
     # ------------------------------------------------------------ memory
 
@@ -539,7 +582,14 @@ class Machine:
         g = st.env["!cpg"][0]
         self.emit(self.new_event("access", s, st, space="shared", base=dbase, off=doff, nbytes=s.size, write=True,
                                  cp=True, group=g))
-        if s.src_size:
+        if isinstance(s.src_size, T.Reg):
+            # a source size in a register (zero-fill of a partial copy): the read covers that many bytes,
+            # and none when it is 0 (PTX: src-size at most cp-size; a larger one is read as it stands)
+            n, _ = self.read(st.env, s.src_size, 32)
+            n = fit(n, 64)
+            rd = State(z3.simplify(z3.And(st.guard, n != 0)), st.env)
+            self.emit(self.new_event("access", s, rd, space="global", base=sbase, off=soff, nbytes=n, read=True))
+        elif s.src_size:
             self.emit(self.new_event("access", s, st, space="global", base=sbase, off=soff, nbytes=s.src_size,
                                      read=True))
 
@@ -640,6 +690,8 @@ class Machine:
             self.write(env, dst, z3.If(c, a, b), ba if ba == bb else None)
             return
         srcs = [self.read(env, x, w, signed) for x in s.srcs]
+        if wide and op in ("mad", "mad24") and len(s.srcs) > 2:
+            srcs[2] = self.read(env, s.srcs[2], ow, signed)  # mad.wide adds a double-width operand
         vals = [fit(v, ow, signed) for v, _ in srcs]
         bases = [b for _, b in srcs]
         base = None
@@ -778,31 +830,22 @@ def merge(states: list[State], base_env) -> State:
     return State(guard, env)
 
 
-def _free_vars(e, cache=None):
-    seen, out, todo = set(), [], [e]
-    while todo:
-        x = todo.pop()
-        xid = x.get_id()
-        if xid in seen:
-            continue
-        seen.add(xid)
-        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out.append(x)
-        elif z3.is_app(x):
-            if x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-                out.append(x)
-            todo.extend(x.children())
-    return out
+_DECL = re.compile(r"^\(declare-fun (\|[^|]*\||\S+) ", re.M)
+
+
+def _names_of(e) -> set[str]:
+    """The names of the uninterpreted constants and functions in `e`. Z3 prints the term (with its
+    shared subterms once) in C; walking a large DAG through the Python API was the audit's hot spot."""
+    s = z3.Solver()
+    s.add(e if z3.is_bool(e) else e == e)
+    return {n[1:-1] if n.startswith("|") else n for n in _DECL.findall(s.sexpr())}
 
 
 def free_names(exprs) -> set[str]:
-    out = set()
-    for e in exprs:
-        if e is None or not z3.is_expr(e):
-            continue
-        for v in _free_vars(e):
-            out.add(v.decl().name())
-    return out
+    es = [e for e in exprs if e is not None and z3.is_expr(e)]
+    if not es:
+        return set()
+    return _names_of(z3.And(*[e if z3.is_bool(e) else e == e for e in es]))
 
 
 def _is_fresh_after(name: str, mark: int) -> bool:

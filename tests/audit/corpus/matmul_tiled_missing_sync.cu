@@ -1,5 +1,7 @@
-// expect: race at line 15
+// expect: race at line 17
+// expect: race at line 18
 // argus: block-dim 16,16
+// argus: grid-dim 1..128,1..128
 // argus: requires n > 0 && n <= 2048 && n % 16 == 0
 // argus: requires grid_dim.x * 16 == n && grid_dim.y * 16 == n
 // argus: size A = n * n
