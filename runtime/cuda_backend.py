@@ -16,6 +16,7 @@ machines without a GPU or pycuda; only calling `load`, `run_cuda` or `bench_cuda
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import attrs
@@ -85,6 +86,13 @@ def check_sizes(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping) -
     for req in kernel.requires:
         if not ir.eval_int(req, env):
             raise ValueError(f"sizes {sizes} violate a 'requires' precondition of {kernel.name}")
+    # The PTX indexes tensors with 32-bit integers (docs/lowering.md): a tensor of 2**31 elements or
+    # more would wrap its offsets (translation validation found `row * N` overflowing in reduce_sum).
+    for name, shape in ir.tensor_shapes(kernel, sizes).items():
+        count = math.prod(shape)
+        if count >= 2**31:
+            raise ValueError(f"tensor {name} has {count} elements ({' x '.join(map(str, shape))}); the generated "
+                             "code indexes tensors with 32-bit integers: at most 2**31 - 1 elements each")
     return sizes
 
 

@@ -119,3 +119,14 @@ def test_the_gpu_path_launches_in_parameter_order(monkeypatch):
     assert isinstance(args[-1], np.float32)
     with pytest.raises(ValueError, match="size N=0"):
         pipeline.run_cuda(kernel, inputs, {"N": 0}, scalars)
+
+
+def test_tensors_past_32_bit_indexing_are_refused_before_launch():
+    """The generated code indexes tensors with 32-bit integers: a tensor of 2**31 elements or more
+    is refused with a clear message, every size being in range (translation validation found the
+    wrap of `row * N` in reduce_sum)."""
+    kernel = compile_source((Path(__file__).resolve().parents[1] / "specs" / "reduce_sum.arg").read_text(),
+                            "reduce_sum.arg")
+    assert cuda_backend.check_sizes(kernel, {"M": 2**15, "N": 2**15}, {}) == {"M": 2**15, "N": 2**15}
+    with pytest.raises(ValueError, match="32-bit integers"):
+        cuda_backend.check_sizes(kernel, {"M": 2**16, "N": 2**15}, {})
