@@ -295,7 +295,9 @@ def test_a_witness_that_does_not_reproduce_is_an_internal_error(monkeypatch, cap
     assert "does not reproduce" in capsys.readouterr().err
 
 
-RACE_SPECS = [p for p in BUGGY if p.stem in ("gemm_war_race", "mma_stage_reuse_before_barrier")]
+# races whose effect every witness size shows (mma_stage_reuse_before_barrier's shows only at some
+# sizes: its witness may come back unchecked, which test_every_witness_reproduces allows)
+RACE_SPECS = [p for p in BUGGY if p.stem in ("gemm_war_race",)]
 
 
 @pytest.mark.parametrize("path", RACE_SPECS, ids=[p.stem for p in RACE_SPECS])
