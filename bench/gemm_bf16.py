@@ -33,6 +33,7 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+from gpu_all import Log  # bench/ is the script's directory: the same printing log as the spec benchmarks
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "specs" / "gemm_bf16_mma.arg"
@@ -132,17 +133,6 @@ def record_verification(indices, timeout_s: float) -> int:
         bad += not ok
         print(f"{label}: {entry['counts']} in {entry['seconds']} s{'' if ok else '  NOT PROVED'}", flush=True)
     return 1 if bad else 0
-
-
-class Log:
-    def __init__(self, path: Path):
-        self.f = open(path, "w", encoding="utf-8")  # noqa: SIM115
-
-    def __call__(self, *parts) -> None:
-        text = " ".join(str(p) for p in parts)
-        print(text, flush=True)
-        self.f.write(text + "\n")
-        self.f.flush()
 
 
 def bf16_inputs(m: int, n: int, k: int, seed: int) -> dict:

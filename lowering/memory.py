@@ -106,15 +106,21 @@ class MemoryLowering:
         regs = self.load_values(s, self.view_starts(op.src), list(range(s.type.values)))
         return tuple(regs[v] for v in range(s.type.values))
 
+    def matrix_row_addresses(self, view, rows, dtype) -> list:
+        """This thread's shared address of each ldmatrix / stmatrix instruction's row (one per value
+        of the `rows` layout)."""
+        starts = self.view_starts(view)
+        which = list(range(rows.values))
+        coords = self.element_coords(view, starts, rows, which)
+        return self.shared_addresses(view, starts, rows, coords, which, ir.DTYPE_BYTES[dtype])
+
     def visit_Ldmatrix(self, op: ir.Ldmatrix, s: ir.Assign) -> tuple:
         """One ldmatrix per instruction of `rows`: this thread's row address, four/two/one .b32
         results unpacked into 16-bit halves (value 2q is the lower half of register q)."""
         dtype = check_dtype(s.type.dtype, s.span)
         view = op.src
-        starts = self.view_starts(view)
         n = op.rows.values
-        coords = self.element_coords(view, starts, op.rows, list(range(n)))
-        addrs = self.shared_addresses(view, starts, op.rows, coords, list(range(n)), ir.DTYPE_BYTES[dtype])
+        addrs = self.matrix_row_addresses(view, op.rows, dtype)
         kind = REG_KIND[dtype]
         out = []
         suffix = ".trans" if op.trans else ""
@@ -137,10 +143,8 @@ class MemoryLowering:
         f = self.frag(s.value)
         dtype = check_dtype(f.type.dtype, s.span)
         view = s.dst
-        starts = self.view_starts(view)
         n = s.rows.values
-        coords = self.element_coords(view, starts, s.rows, list(range(n)))
-        addrs = self.shared_addresses(view, starts, s.rows, coords, list(range(n)), ir.DTYPE_BYTES[dtype])
+        addrs = self.matrix_row_addresses(view, s.rows, dtype)
         suffix = ".trans" if s.trans else ""
         per = 2 * s.count
         for i in range(n):

@@ -283,18 +283,7 @@ def _gemmrow(f: Family, k: dict) -> str:
         "        acc = mma(a, b, acc)",
         "        barrier()",
     ]
-    full = "out[r0 : r0 + 8, 0 : COLS]"
-    if op == "layer_norm":
-        lines += [f"    mean = reduce_sum(acc, axis=1, {warp}) / N",
-                  f"    var = reduce_sum(acc * acc, axis=1, {warp}) / N - mean * mean",
-                  f"    store({full}, (acc - mean) * rsqrt(var + 0.00001), mask=True)"]
-    elif op == "rms_norm":
-        lines += [f"    ms = reduce_sum(acc * acc, axis=1, {warp}) / N",
-                  f"    store({full}, acc * rsqrt(ms + 0.00001), mask=True)"]
-    else:
-        lines.append(f"    s = reduce_sum(acc, axis=1, {warp})")
-        res = "s / N" if op == "mean" else "s"
-        lines.append(f"    store(out[r0 : r0 + 8], reshape({res}, 8), mask=True, where=lane_id == 0)")
+    lines += _row_op(op, "acc", "8", warp)
     return "\n".join(lines) + "\n"
 
 
@@ -409,6 +398,30 @@ def _elementwise(f: Family, k: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _row_op(op: str, x: str, rows: str, warp: str) -> list:
+    """The lines that finish a row operation on fragment `x` (`rows` rows of the block from r0,
+    one warp per row) and store it: softmax, log_softmax, layer_norm, rms_norm in place; sum,
+    mean, amax as one value per row, from each row's first lane."""
+    full = f"out[r0 : r0 + {rows}, 0 : COLS]"
+    if op in ("softmax", "log_softmax"):
+        res = "e / s" if op == "softmax" else f"({x} - m) - log(s)"
+        return [f"    m = reduce_max({x}, axis=1, {warp})",
+                f"    e = exp2(({x} - m) * 1.4426950408889634)",
+                f"    s = reduce_sum(e, axis=1, {warp})",
+                f"    store({full}, {res}, mask=True)"]
+    if op == "layer_norm":
+        return [f"    mean = reduce_sum({x}, axis=1, {warp}) / N",
+                f"    var = reduce_sum({x} * {x}, axis=1, {warp}) / N - mean * mean",
+                f"    store({full}, ({x} - mean) * rsqrt(var + 0.00001), mask=True)"]
+    if op == "rms_norm":
+        return [f"    ms = reduce_sum({x} * {x}, axis=1, {warp}) / N",
+                f"    store({full}, {x} * rsqrt(ms + 0.00001), mask=True)"]
+    fn = "reduce_max" if op == "amax" else "reduce_sum"
+    res = "s / N" if op == "mean" else "s"
+    return [f"    s = {fn}({x}, axis=1, {warp})",
+            f"    store(out[r0 : r0 + {rows}], reshape({res}, {rows}), mask=True, where=lane_id == 0)"]
+
+
 def _rowwise(f: Family, k: dict) -> str:
     rows, cols = int(k["rows"]), int(k["cols"])
     op = f.ops[0]
@@ -428,26 +441,7 @@ def _rowwise(f: Family, k: dict) -> str:
         f"    xs = load({x}[r0 : r0 + ROWS, 0 : COLS], tv=((32, ROWS), (4, COLS // 128)):((4, COLS), (1, 128)),"
         f" mask=True{other})",
     ]
-    full = "out[r0 : r0 + ROWS, 0 : COLS]"
-    warp = "scope=warp, lanes=0b11111"
-    if op in ("softmax", "log_softmax"):
-        lines += [f"    m = reduce_max(xs, axis=1, {warp})",
-                  "    e = exp2((xs - m) * 1.4426950408889634)",
-                  f"    s = reduce_sum(e, axis=1, {warp})"]
-        res = "e / s" if op == "softmax" else "(xs - m) - log(s)"
-        lines.append(f"    store({full}, {res}, mask=True)")
-    elif op == "layer_norm":
-        lines += [f"    mean = reduce_sum(xs, axis=1, {warp}) / N",
-                  f"    var = reduce_sum(xs * xs, axis=1, {warp}) / N - mean * mean",
-                  f"    store({full}, (xs - mean) * rsqrt(var + 0.00001), mask=True)"]
-    elif op == "rms_norm":
-        lines += [f"    ms = reduce_sum(xs * xs, axis=1, {warp}) / N",
-                  f"    store({full}, xs * rsqrt(ms + 0.00001), mask=True)"]
-    else:
-        fn = "reduce_max" if op == "amax" else "reduce_sum"
-        lines.append(f"    s = {fn}(xs, axis=1, {warp})")
-        res = "s / N" if op == "mean" else "s"
-        lines.append(f"    store(out[r0 : r0 + ROWS], reshape({res}, ROWS), mask=True, where=lane_id == 0)")
+    lines += _row_op(op, "xs", "ROWS", "scope=warp, lanes=0b11111")
     return "\n".join(lines) + "\n"
 
 
