@@ -51,7 +51,7 @@ class Flow:
         first = self.axes[axis] if axis < len(self.axes) else None
         return mine | ({first} if first is not None else set())
 
-    def pad(self, origin) -> tuple[bool, float | None]:
+    def pad(self, origin) -> tuple[bool, float | tuple | None]:
         for o, v in self.padding:
             if o == origin:
                 return True, v
