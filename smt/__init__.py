@@ -88,8 +88,7 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     report.results += _reductions(kernel, timeout_s, want, shapes)
     _settle()
     proto = _protocol(kernel, want, shapes)
-    followed = {r.obligation for r in proto if r.obligation not in PROTOCOL}  # tags followed through wgmma
-    report.results = [r for r in report.results if r.obligation not in followed] + proto
+    report.results = _merge_protocol(report.results, proto)
     if launch.vacuous:
         vacuity.mark_vacuous(report.results, launch.vacuous)
     if "launch" in want:
@@ -102,6 +101,30 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
                 r.detail.setdefault("sizes", dict(shapes))
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _merge_protocol(results: list, proto: list) -> list:
+    """The solver's results with the protocol skeleton's (smt/protocol.py). The skeleton also follows
+    tags through TMA and wgmma, on bounded runs: its violations are kept, its proofs only for an
+    obligation the solver has no result for (the solver's hold for all sizes). A solver proof that
+    relies on the mbarrier protocol (smt/hopper.py) is unknown unless those obligations are proved."""
+    from argus_verify.smt.protocol import PROTOCOL
+
+    if not proto:
+        return results
+    mine = {r.obligation for r in results}
+    broken = {r.obligation: r.status for r in proto if r.obligation in PROTOCOL and r.status != "proved"}
+    kept = []
+    for r in results:
+        relies = [n for n in r.detail.get("relies_on", ()) if n in broken] if r.status == "proved" else []
+        if relies:
+            why = ", ".join(f"{n} is {broken[n]}" for n in relies)
+            r.status = "unknown"
+            r.message += f" — not established: {why}"
+            r.detail["reason"] = f"relies on {', '.join(relies)}, which are not proved"
+        kept.append(r)
+    extra = [r for r in proto if r.obligation in PROTOCOL or r.status != "proved" or r.obligation not in mine]
+    return kept + extra
 
 
 def _check_launch(kernel, shapes, timeout_s) -> vacuity.Launch:
@@ -136,11 +159,6 @@ def _reductions(kernel, timeout_s, want, shapes) -> list:
     names = {"reduction-coverage", "reduction-operator", "padding"}
     if not names & want:
         return []
-    if ir.uses_hopper(kernel.body):
-        from argus_verify.smt.hopper import REASON
-
-        return [ObligationResult(n, "unknown", kernel.span, f"beyond the verifier's encoding: {REASON}",
-                                 detail={"reason": REASON}) for n in sorted(names & want)]
     try:
         return [r for r in check_reductions(kernel, timeout_s, shapes) if r.obligation in want]
     except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
@@ -253,8 +271,11 @@ def _parallel(run_step, todo, jobs):
 
 
 def _all_unknown(want, kernel, message, reason) -> list:
+    """Every obligation the analysis would have checked (the contract obligations and launch have
+    their own steps: listing them here would report them twice)."""
+    own = {"reduction-coverage", "reduction-operator", "padding", "launch"}
     return [
         ObligationResult(name, "unknown", kernel.span, message, detail={"reason": reason})
         for name in OBLIGATIONS
-        if name in want
+        if name in want and name not in own
     ]

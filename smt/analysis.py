@@ -88,6 +88,7 @@ class Analysis(
         self.out_stores: list = []
         self.barriers: list = []
         self.waits: list = []
+        self.wgmma_groups: list = []  # wgmma commit_group / wait_group nodes (smt.hopper)
         self.commit_nodes: list = []
         self.cells: list = []
         self.notes: list = []  # approximations taken while walking (reported with unknowns)
@@ -112,6 +113,7 @@ class Analysis(
         """Decide the head value of every loop-carried variable (inner loops first). Runs after
         the walk so that every write record exists when the invariants are checked."""
         self.timeout_s = timeout_s
+        self.check_generic_tma_reads()
         for L, cells, post, end in self.pending_loops:
             self.resolve_carried(L, cells, post, end)
         self.pending_loops = []

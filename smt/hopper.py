@@ -1,26 +1,236 @@
 """The tag analysis's handlers of Hopper nodes (mbarriers, TMA, wgmma, fences, groups).
 
-The tag encoding does not follow data through TMA copies and wgmma yet: a kernel that uses them
-gets every tag-based obligation reported as unknown (never a proof), and its protocol and layout
-obligations from smt/protocol.py.
+    TmaLoad     a write of the box's elements into the shared view at the places the declared
+                layout gives (the `tma-box` obligation proves the hardware writes exactly there),
+                each carrying the tag of its global element (out of range: zero fill, masked as a
+                masked load is); issued by the one thread the kernel's conditions select.
+    Wgmma       reads the A and B shared tiles through their declared layouts (`descriptor-layout`
+                proves the descriptors read exactly those) and contracts over k into the
+                accumulator fragment, through the mma handling (smt.compute.MmaTerms).
+    MbarrierOp, Fence, WgmmaGroup
+                no effect on tags. An mbarrier wait is a per-thread wait, not a bar.sync: it is
+                not a barrier for barrier-divergence or for ordering generic accesses.
+
+Both TMA writes and wgmma reads belong to the async proxy. What orders them against each other
+(a TMA copy lands before the wgmma that reads it; a stage is refilled only after that wgmma
+retired) is the mbarrier protocol, which smt/protocol.py checks (mbarrier-phase, stage-reuse,
+mbarrier-tx). The encoding here takes it as established: a wgmma read sees the last write before
+it in program order. Every result that depends on it says so (`RELIES_ON`) and is downgraded to
+unknown when one of those obligations is not proved (smt/__init__.py). Generic accesses are
+ordered against async-proxy ones by barriers (and, before a wgmma read of a generic write, a
+wgmma_wait(0) after a commit; the fences are async-proxy-fence's part); generic accesses after a
+TMA write of the same element are beyond the encoding (unknown).
 """
 
 from __future__ import annotations
 
-from argus_verify import ir
-from argus_verify.smt.diag import AnalysisError
+import numpy as np
 
-REASON = "the tag encoding does not follow data through TMA copies and wgmma yet (see smt/protocol.py)"
+from argus_verify import ir
+from argus_verify.layout import Layout
+from argus_verify.smt import program as P
+from argus_verify.smt import zops as Z
+from argus_verify.smt.compute import MmaTerms
+from argus_verify.smt.diag import AnalysisError
+from argus_verify.smt.records import Check, GAccess, ShRead, ShWrite
+from argus_verify.smt.values import FragV, Tr, element_label
+from argus_verify.smt.zops import FALSE, OPS, TRUE, bv
+
+# the protocol obligations a TMA / wgmma data-flow result takes as established
+RELIES_ON = ("mbarrier-tx", "mbarrier-phase", "stage-reuse")
+RELIANCE = ("TMA copies land before the wgmma that reads them and a stage is refilled only after its "
+            "wgmma retired: relies on mbarrier-tx, mbarrier-phase and stage-reuse")
+
+
+def whole_tile(threads: int, tile: tuple) -> ir.TVLayout:
+    """Every thread names every element of the tile (value v: row-major index v): the footprint of
+    a collective access (a TMA copy, a wgmma operand read)."""
+    n = int(np.prod(tile))
+    return ir.TVLayout(Layout((threads, n), (0, 1)), tuple(tile))
+
+
+class TmaWrite(ShWrite):
+    """A TMA copy into shared view `view` from global view `src` (kind "tma")."""
+
+    proxy = "async"
+
+    def __init__(self, an, node, alloc, view, src, src_tensor, issuer):
+        tv = whole_tile(an.T, view.tile)
+        super().__init__(an, "tma", node, alloc, view, tv, tv.values, None, src=src, src_tensor=src_tensor,
+                         label=src_tensor)
+        self.issuer = issuer  # the one thread that issues it (an int), or None
+
+    @property
+    def op(self):
+        return "tma_load"
+
+    @property
+    def fast(self) -> bool:
+        return self.alloc.injective and self.footprint() is not None
+
+    def _footprint(self):
+        if self.issuer is None or not self.view.uniform or not self.src.uniform:
+            return None
+        return ("box",)
+
+    def executes_uniform(self, S, ctx, inst):
+        if self.footprint() is None:
+            return FALSE
+        return self.node.guard(S, ctx, inst, bv(self.issuer))
+
+
+class WgmmaRead(ShRead):
+    """The read of one shared operand of a wgmma by the async proxy, for the whole warpgroup."""
+
+    op = "wgmma"
+    proxy = "async"
 
 
 class HopperMixin:
-    def _hopper(self, s, *rest):
-        raise AnalysisError(REASON)
-
     def visit_MbarrierOp(self, s: ir.MbarrierOp, node, env):
-        self._hopper(s)
+        """No data: its phases are mbarrier-phase's and mbarrier-tx's part."""
 
-    visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_MbarrierOp
+    def visit_Fence(self, s: ir.Fence, node, env):
+        """No data: whether fences are in place is async-proxy-fence's and wgmma-accumulator's part."""
+
+    def visit_WgmmaGroup(self, s: ir.WgmmaGroup, node, env):
+        self.wgmma_groups.append(node)
+
+    def tma_issuer(self, node):
+        """The one thread that may issue a statement under `node`'s conditions (None: not one)."""
+        live = self.store_live(node, None)
+        if live is None:
+            return None
+        ts = np.nonzero(live[:, 0])[0]
+        return int(ts[0]) if len(ts) == 1 else None
+
+    def visit_TmaLoad(self, s: ir.TmaLoad, node, env):
+        if len(s.src.tile) != len(s.dst.tile) or tuple(s.src.tile) != tuple(s.dst.tile):
+            raise AnalysisError(f"tma_load at line {s.span.line}: the global tile {list(s.src.tile)} and the shared "
+                                f"tile {list(s.dst.tile)} differ")
+        dst = self.compile_view(s.dst, env)
+        src = self.compile_view(s.src, env)
+        alloc = self.allocs[s.dst.base]
+        issuer = self.tma_issuer(node)
+        if issuer is None:
+            raise AnalysisError(f"tma_load at line {s.span.line} is not issued by exactly one thread the "
+                                "kernel's conditions name")
+        w = TmaWrite(self, node, alloc, dst, src, s.src.base, issuer)
+        if w.footprint() is None:
+            raise AnalysisError(f"tma_load at line {s.span.line}: views whose starts depend on the thread")
+        self.sh_writes[alloc.name].append(w)
+        dtype = self.tensors[s.src.base].dtype
+        # out-of-range elements are zero-filled by the unit: masked, as a masked load is
+        self.g_accesses.append(GAccess("tma_load", node, s.src.base, src, w.coords, w.values, True, None, dtype))
 
     def visit_Wgmma(self, op: ir.Wgmma, s, node, env, label, ld):
-        self._hopper(s)
+        C = env[op.c]
+        A, read_a = self.wgmma_operand(op.a, "a", s, node, env, ld)
+        B, read_b = self.wgmma_operand(op.b, "b", s, node, env, ld)
+        terms = WgmmaTerms(self, s, A, B, C, label, {"a": read_a, "b": read_b})
+        self.checks.append(
+            Check(
+                "mma",
+                node,
+                terms.check,
+                s.type,
+                f"wgmma: tag({A.label})[1] == tag({B.label})[0] for every product, and the result "
+                f"(tag({A.label})[0], tag({B.label})[1]) agrees with tag({op.c})",
+                parts=MmaTerms.PARTS,
+            )
+        )
+        out = FragV(s.name, s.type, terms.tag, label, C.heads, ld)
+        self.checks[-1].demand = ("same", out, 0)
+        self.demand.flow(out, C)
+        return out
+
+    def wgmma_operand(self, view: ir.View, which: str, s, node, env, ld):
+        """Operand `which` of a wgmma as a fragment every thread holds whole: the tag of tile element
+        c is that of the shared element the declared layout places there (read as of this point);
+        and the function giving the tag at a tile coordinate."""
+        cview = self.compile_view(view, env)
+        alloc = self.allocs[view.base]
+        tv = whole_tile(self.T, view.tile)
+        text = f"{view.base}[...]"
+        rd = WgmmaRead(node, alloc, cview, tv, tv.values, text, f"wgmma.{which}")
+        self.sh_reads[alloc.name].append(rd)
+        typ = ir.FragType(alloc.alloc.dtype, tv)
+
+        def at(S, ctx, inst, t, c):
+            e = cview.elem(S, ctx, inst, t, c)
+            r_inst = P.Inst(node, {L.var: inst.cnt[L.var] for L in node.loops},
+                            {L.var: inst.vals[L.var] for L in node.loops})
+            tg = self.resolve(S, ctx, rd, r_inst, t, e)
+            return tg.replace(trace=Tr(tg.trace, "wgmma", s.span, element_label(text, len(c)), c))
+
+        def fn(S, ctx, inst, t, v):
+            return at(S, ctx, inst, t, tv.coords(t, v, OPS))
+
+        return FragV(f"wgmma.{which}", typ, fn, text, loopdeps=ld), at
+
+    def tma_landed(self, rd):
+        """A TMA copy has landed, and is visible, when the async proxy reads its element (a wgmma):
+        the mbarrier protocol's part (RELIES_ON). Generic reads of TMA data never get here
+        (check_generic_tma_reads)."""
+        return TRUE
+
+    # ---- ordering of async-proxy accesses against generic ones -------------------------------
+    def wgmma_released(self, S, ctx, x_inst, y_inst):
+        """The wgmma of read x_inst was committed, retired by a wgmma_wait(0) and then a barrier
+        passed, before y_inst (under-approximation: nearest instances)."""
+        commits = [g for g in self.wgmma_groups if g.stmt.kind == "commit"]
+        waits = [g for g in self.wgmma_groups if g.stmt.kind == "wait" and g.stmt.pending == 0]
+        parts = []
+        for b in self.definite_barriers():
+            for b_inst, exb in P.recent_before(S, ctx, b, y_inst, 1):
+                for w in waits:
+                    for w_inst, exw in P.recent_before(S, ctx, w, b_inst, 1):
+                        for c in commits:
+                            for c_inst, exc in P.recent_before(S, ctx, c, w_inst, 1):
+                                parts.append(Z.And(exb, b.guard(S, ctx, b_inst, None), exw,
+                                                   w.guard(S, ctx, w_inst, None), exc, c.guard(S, ctx, c_inst, None),
+                                                   P.before(x_inst, c_inst), P.before(c_inst, w_inst),
+                                                   P.before(w_inst, b_inst)))
+        return Z.Or(*parts)
+
+    def exactly_wgmma_released(self, S, ctx, x_inst, y_inst):
+        commits = [g for g in self.wgmma_groups if g.stmt.kind == "commit"]
+        waits = [g for g in self.wgmma_groups if g.stmt.kind == "wait" and g.stmt.pending == 0]
+        parts = []
+        for b in self.definite_barriers():
+            for w in waits:
+                for c in commits:
+                    bi, wi, ci = (P.new_inst(S, ctx, n, p) for n, p in ((b, "vb"), (w, "vw"), (c, "vc")))
+                    parts.append(Z.And(bi.cons, wi.cons, ci.cons, b.guard(S, ctx, bi, None),
+                                       w.guard(S, ctx, wi, None), c.guard(S, ctx, ci, None), P.before(x_inst, ci),
+                                       P.before(ci, wi), P.before(wi, bi), P.before(bi, y_inst)))
+        return Z.Or(*parts)
+
+    def check_generic_tma_reads(self):
+        """Generic reads of shared memory that TMA writes: their ordering (an mbarrier wait of the
+        reading threads on the copy's phase) is beyond the encoding."""
+        for name, writes in self.sh_writes.items():
+            if any(isinstance(w, TmaWrite) for w in writes):
+                for rd in self.sh_reads[name]:
+                    if not isinstance(rd, WgmmaRead):
+                        raise AnalysisError(f"the read of {name} at line {rd.node.span.line} by ordinary threads of "
+                                            "data a TMA copy writes: its ordering through the mbarrier is not encoded")
+
+
+class WgmmaTerms(MmaTerms):
+    """MmaTerms for `c + a @ b` with a and b read from shared tiles: the element at (i, k) of an
+    operand is the one its coordinate names (every thread of the warpgroup reads all of it)."""
+
+    def __init__(self, an, s, A, B, C, label, readers):
+        self.s, self.A, self.B, self.C, self.label = s, A, B, C, label
+        self.readers = readers
+        self.Kt = A.typ.tile[1]
+        self.K = an.K
+        self.T = an.T
+        self.plan = None
+
+    def holder(self, S, ctx, inst, t, frag, want, tag, v=None, k=None):
+        return self.readers["a" if frag is self.A else "b"](S, ctx, inst, t, want), t, None
+
+
+__all__ = ["HopperMixin", "RELIES_ON", "RELIANCE", "TmaWrite", "WgmmaRead", "TRUE"]

@@ -201,7 +201,9 @@ class MemoryMixin:
                         if issuer is not None:
                             valid = Z.And(valid, issuer[1])
                             issuer = issuer[0]
-                    if W.kind == "store":
+                    if W.kind == "tma":
+                        ok = self.tma_landed(rd)
+                    elif W.kind == "store":
                         ok = Z.Or(mine, self.barrier_between(S, ctx, w_inst, r_inst))
                     else:
                         ok = Z.And(

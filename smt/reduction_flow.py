@@ -121,6 +121,11 @@ class ReductionFlow:
                 rank = len(s.src.tile)
                 src = self.load(ir.Load(s.src, s.tv, s.mask, 0.0), rank, loops, s.span)
                 self.store_shared(s.dst, src)
+            elif isinstance(s, ir.TmaLoad):
+                # the TMA unit zero-fills the elements of the box outside the tensor
+                rank = len(s.src.tile)
+                src = self.load(ir.Load(s.src, None, True, 0.0), rank, loops, s.span)
+                self.store_shared(s.dst, src)
             elif isinstance(s, ir.For):
                 self.loop(s, env, loops)
             elif isinstance(s, ir.If):
@@ -161,8 +166,8 @@ class ReductionFlow:
                 body = env.get(other).expr if isinstance(other, str) and other in env else None
                 if red in semantics.REDUCE_OPS and body is not None:
                     term = X.combine(op.op, init.expr, ("red", red, X.strip(body, red)))
-            elif isinstance(op, ir.Mma) and op.c == st.name:
-                a, b = env.get(op.a), env.get(op.b)
+            elif isinstance(op, (ir.Mma, ir.Wgmma)) and op.c == st.name:
+                a, b = self.mma_operands(op, env)
                 if a is not None and b is not None and a.expr is not None and b.expr is not None:
                     term = X.combine("+", init.expr, ("red", "sum", ("bin", "*", X.unlane(a.expr),
                                                                         X.unlane(b.expr))))
@@ -179,7 +184,7 @@ class ReductionFlow:
                 other = op.args[1] if op.args[0] == st.name else op.args[0]
                 self.accumulation(st, op.op, before[st.name], env.get(other) if isinstance(other, str) else None,
                                   s)
-            elif isinstance(op, ir.Mma) and op.c == st.name:
+            elif isinstance(op, (ir.Mma, ir.Wgmma)) and op.c == st.name:
                 self.check_init(st, "sum", before[st.name])
 
     def accumulation(self, st, opname, init: Flow, addend: Flow | None, loop: ir.For):
@@ -228,8 +233,9 @@ class ReductionFlow:
             return self.elementwise(s, op, env, rank)
         if isinstance(op, ir.Reduce):
             return self.reduce(s, op, env[op.arg])
-        if isinstance(op, ir.Mma):
-            return self.mma(s, env[op.a], env[op.b], env[op.c])
+        if isinstance(op, (ir.Mma, ir.Wgmma)):
+            a, b = self.mma_operands(op, env)
+            return self.mma(s, a, b, env[op.c])
         if isinstance(op, ir.Relabel):
             src = env[op.arg]
             if isinstance(s.type.coords, ir.Transposed):
@@ -242,6 +248,12 @@ class ReductionFlow:
             src = env[op.arg]
             return attrs.evolve(src, expr=None if src.expr is None else ("lane", src.expr))
         return Flow((None,) * rank)
+
+    def mma_operands(self, op, env) -> tuple:
+        """The flows of an mma's a and b: fragments (mma), or the shared tiles a wgmma reads."""
+        if isinstance(op, ir.Wgmma):
+            return tuple(self.load(ir.Load(v, None, False), len(v.tile), ()) for v in (op.a, op.b))
+        return env.get(op.a), env.get(op.b)
 
     def load(self, op: ir.Load, rank: int, loops, span=None) -> Flow:
         view = op.src

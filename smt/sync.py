@@ -105,6 +105,8 @@ class SyncMixin:
 
     def completed_visible(self, S, ctx, W, w_inst, tw, r_inst, t):
         """The write W@w_inst by thread tw has completed and is visible to thread t at r_inst."""
+        if W.kind == "tma":
+            return self.tma_landed(None)
         if W.kind == "store":
             return Z.Or(Z.Eq(tw, t), self.barrier_between(S, ctx, w_inst, r_inst))
         return Z.And(

@@ -10,6 +10,7 @@ from argus_verify import ir
 from argus_verify.smt import program as P
 from argus_verify.smt import zops as Z
 from argus_verify.smt.obligations.common import (
+    async_proxy,
     elem_str,
     result_from,
     sh_addr,
@@ -56,6 +57,8 @@ def check_banks(an, timeout) -> list:
     out = []
     for name, info in an.allocs.items():
         for acc in an.sh_writes[name] + an.sh_reads[name]:
+            if async_proxy(acc):
+                continue  # TMA and wgmma move whole swizzled tiles, not per-thread bank accesses
             out.append(bank_conflict(an, info, getattr(acc, "bank", None) or acc, timeout))
     return out
 

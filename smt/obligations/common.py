@@ -127,11 +127,16 @@ def sh_exec(acc, S, ctx, inst, t):
 
 
 def sh_kind(acc) -> str:
-    if hasattr(acc, "kind") and acc.kind in ("store", "async"):
+    if hasattr(acc, "kind") and acc.kind in ("store", "async", "tma"):
         return acc.kind
     return "read"
 
 
 def sh_opname(acc) -> str:
     k = sh_kind(acc)
-    return {"store": "store", "async": "copy_async"}.get(k, getattr(acc, "op", "load"))
+    return {"store": "store", "async": "copy_async", "tma": "tma_load"}.get(k, getattr(acc, "op", "load"))
+
+
+def async_proxy(acc) -> bool:
+    """A TMA write or a wgmma read: an access of the async proxy, not of a thread."""
+    return getattr(acc, "proxy", "generic") == "async"

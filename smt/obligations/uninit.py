@@ -8,6 +8,7 @@ from functools import partial
 import numpy as np
 
 from argus_verify.smt import program as P
+from argus_verify.smt.hopper import RELIANCE, RELIES_ON
 from argus_verify.smt import zops as Z
 from argus_verify.smt.ints import const_of
 from argus_verify.smt.obligations.common import (
@@ -39,6 +40,19 @@ def check_uninit(an, timeout) -> list:
                 out.append(bad[0])
             elif unk:
                 out.append(unk[0])
+            elif any(W.kind == "tma" for W in an.sh_writes[name]):
+                # which write a wgmma read sees is proved here; that the TMA copy has landed by then
+                # is the mbarrier protocol's (smt/hopper.py)
+                out.append(
+                    ObligationResult(
+                        "uninitialised-read",
+                        "proved",
+                        span_of(rd.node),
+                        f"every element read from {name} was written before the read (for all sizes); {RELIANCE}",
+                        detail={"relies_on": list(RELIES_ON)},
+                        seconds=r1.seconds + r2.seconds,
+                    )
+                )
             else:
                 out.append(
                     ObligationResult(
