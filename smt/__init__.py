@@ -83,9 +83,10 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     from argus_verify.smt.protocol import PROTOCOL
 
     report.results, report.notes = _obligations(kernel, timeout_s, shapes, want - {"launch"} - set(PROTOCOL), jobs)
+    windows = frozenset(w for r in report.results if r.status == "proved" for w in r.detail.get("windows", ()))
     launch = _check_launch(kernel, shapes, timeout_s)
     _settle()
-    report.results += _reductions(kernel, timeout_s, want, shapes)
+    report.results += _reductions(kernel, timeout_s, want, shapes, windows)
     _settle()
     proto = _protocol(kernel, want, shapes)
     report.results = _merge_protocol(report.results, proto)
@@ -152,15 +153,17 @@ def _protocol(kernel, want, shapes) -> list:
                                  detail={"reason": traceback.format_exc()}) for n in PROTOCOL if n in want]
 
 
-def _reductions(kernel, timeout_s, want, shapes) -> list:
-    """The contract obligations (after the others: their Z3 terms must not renumber theirs)."""
+def _reductions(kernel, timeout_s, want, shapes, windows=frozenset()) -> list:
+    """The contract obligations (after the others: their Z3 terms must not renumber theirs).
+    `windows`: the wgmma operand k windows the solver proved (smt/hopper.py); they anchor the
+    coverage of wgmma's k sums."""
     from argus_verify.smt.obligations.reductions import check_reductions
 
     names = {"reduction-coverage", "reduction-operator", "padding"}
     if not names & want:
         return []
     try:
-        return [r for r in check_reductions(kernel, timeout_s, shapes) if r.obligation in want]
+        return [r for r in check_reductions(kernel, timeout_s, shapes, windows) if r.obligation in want]
     except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
         return [ObligationResult(n, "unknown", kernel.span, f"internal verifier error: {type(e).__name__}: {e}",
                                  detail={"reason": traceback.format_exc()}) for n in sorted(names & want)]

@@ -26,6 +26,7 @@ import z3
 
 from argus_verify import ir, semantics
 from argus_verify.diagnostics import Span
+from argus_verify.layout import Layout
 
 COUNT = np.float32  # how often a window position entered a value: small integers, exact in float32
 
@@ -91,11 +92,69 @@ class Window:
     coef: int  # the dimension's start advances by coef * (loop variable)
 
 
+@attrs.frozen
+class WgmmaWindow:
+    """The k window a wgmma operand holds at each iteration of its loop: `tag(operand)[component] ==
+    coef * loop.var + coord(operand)[axis]` for every element. Guessed from the tile and the loop
+    (`wgmma_windows`); the solver proves it (smt/hopper.py, as an implicit tag assertion) before
+    coverage uses it as an anchor."""
+
+    line: int
+    which: str  # "a" | "b"
+    key: Key
+    component: int
+    axis: int
+    coef: int
+    loop: ir.For
+    label: str
+
+    @property
+    def source(self) -> str:
+        return (f"wgmma operand window (line {self.line}, {self.which}): tag({self.label})[{self.component}] == "
+                f"{self.coef} * {self.loop.var} + coord({self.label})[{self.axis}]")
+
+
+def wgmma_windows(kernel: ir.Kernel) -> list:
+    """The k window of every wgmma operand that holds a contract's reduced dimension."""
+    keys = _contract_keys(kernel)
+    if not keys:
+        return []
+    srcs = _sources(kernel.body)
+    out = []
+
+    def walk(body, loops):
+        for s in body:
+            if isinstance(s, ir.Assign) and isinstance(s.op, ir.Wgmma) and loops:
+                loop = loops[-1]
+                for which, view, kaxis in (("a", s.op.a, 1), ("b", s.op.b, 0)):
+                    held = srcs.get(view.base, set())
+                    extent = view.tile[kaxis]
+                    for key in keys:
+                        decl = kernel.tag_of(key.tensor)
+                        if held != {key.tensor} or decl is None or extent % loop.step:
+                            continue
+                        want = ir.IVar(decl.index_vars[key.dim])
+                        comps = [c for c, x in enumerate(decl.components) if x == want]
+                        if comps:
+                            out.append(WgmmaWindow(s.span.line, which, key, comps[0], kaxis, extent // loop.step,
+                                                   loop, f"{view.base}[...]"))
+            elif isinstance(s, ir.For):
+                walk(s.body, loops + (s,))
+            elif isinstance(s, ir.If):
+                walk(s.then, loops)
+                walk(s.orelse, loops)
+
+    walk(kernel.body, ())
+    return out
+
+
 class Coverage:
     """Run over `kernel` for the reductions of its contracts; `problems` lists the incomplete
-    ones that reach an output, `loop_checks` the windows whose loops the solver must check."""
+    ones that reach an output, `loop_checks` the windows whose loops the solver must check.
+    `proved_windows`: the sources of the wgmma operand windows the solver proved (the others
+    make a wgmma unsupported)."""
 
-    def __init__(self, kernel: ir.Kernel):
+    def __init__(self, kernel: ir.Kernel, proved_windows: frozenset = frozenset()):
         self.k = kernel
         self.B = kernel.block
         self.tid = np.arange(self.B)
@@ -114,6 +173,12 @@ class Coverage:
         self.find_anchors(kernel.body, ())
         self.lets = {}
         self.find_windows(kernel.body, ())
+        self.wgmma_windows = {}
+        for w in wgmma_windows(kernel):
+            if w.source in proved_windows:
+                self.wgmma_windows[(w.line, w.which)] = w
+                self.anchors[f"wgmma.{w.which}@{w.line}"] = Anchor(w.key, f"wgmma.{w.which}@{w.line}", w.axis,
+                                                                   w.coef, w.loop, ir.IConst(0))
         for a in self.anchors.values():
             self.windows[a.key] = Window(a.coef * a.loop.step, a.loop, a.coef)
         self.lets = {}
@@ -263,7 +328,8 @@ class Coverage:
                 ok = (len(op.args) == 2 and name in op.args and op.args.count(name) == 1 and entry is not None
                       and entry.combines in semantics.REDUCE_OPS)
             else:
-                ok = isinstance(op, ir.Mma) and op.c == name and name not in (op.a, op.b)
+                ok = (isinstance(op, ir.Mma) and op.c == name and name not in (op.a, op.b)) or \
+                    (isinstance(op, ir.Wgmma) and op.c == name)
         if ok:
             reads = [st for st in _walk_stmts(loop.body) if st is not assigns[0] and name in _reads(st)]
             ok = not reads
@@ -338,7 +404,31 @@ class Coverage:
             return self.shuffle(s, op, env[op.arg], loop)
         if isinstance(op, ir.Mma):
             return self.mma(s, op, env)
+        if isinstance(op, ir.Wgmma):
+            return self.wgmma(s, op, env, loop)
         raise Unsupported(f"{type(op).__name__} is beyond the coverage analysis", s.span)
+
+    def wgmma(self, s: ir.Assign, op: ir.Wgmma, env, loop) -> Prov:
+        """c(i, j) += sum_k a(i, k) b(k, j) over the shared tiles, each k of the tile once (the
+        instruction's definition); which k of the input each tile k is, is the operand's window
+        (proved by the solver, else unsupported). The operands are counted as fragments that
+        spread the tile over the block's threads (the count is per coordinate)."""
+        names = {}
+        for which, view in (("a", op.a), ("b", op.b)):
+            w = self.wgmma_windows.get((s.span.line, which))
+            if w is None:
+                raise Unsupported(f"the k window of the wgmma's {which} operand ({view.base}) is not proved (the "
+                                  "solver checks tag == tile k extent * loop variable + coordinate)", s.span)
+            n = int(np.prod(view.tile))
+            if n % self.B:
+                raise Unsupported(f"the wgmma's {which} tile does not spread over {self.B} threads", s.span)
+            name = f"wgmma.{which}@{w.line}"
+            typ = ir.FragType("bf16", ir.TVLayout(Layout((self.B, n // self.B), (n // self.B, 1)), tuple(view.tile)))
+            self.frag_types[name] = typ
+            env[name] = self.anchored_leaf(ir.Assign(name, op, typ, s.span), self.anchors[name], loop)
+            names[which] = name
+        mma = ir.Mma(names["a"], names["b"], op.c, "wgmma")
+        return self.mma_by_coordinate(s, mma, env[names["a"]], env[names["b"]], env[op.c])
 
     def anchored_leaf(self, s: ir.Assign, a: Anchor, loop) -> Prov:
         if loop is not a.loop:
@@ -494,6 +584,11 @@ class Coverage:
                 K = typ.tile[kaxis]
                 other = typ.tile[1 - kaxis]
                 table = np.full((other, K, e.counts.shape[-1]), -1, COUNT)
+                rk = coords[..., ::-1] if kaxis == 0 else coords  # [T, V, (row, k)]
+                flat = (rk[..., 0] * K + rk[..., 1]).reshape(-1)
+                if np.unique(flat).size == flat.size:  # one holder per element: nothing to compare
+                    table.reshape(other * K, -1)[flat] = e.counts.reshape(flat.size, -1)
+                    coords = coords[:0]  # (the loop below has nothing left to do)
                 for t in range(coords.shape[0]):
                     for v in range(coords.shape[1]):
                         r, k = (coords[t, v, 0], coords[t, v, 1]) if kaxis == 1 else (coords[t, v, 1], coords[t, v, 0])
@@ -678,7 +773,7 @@ def _sources(body) -> dict:
                     new = (s.name, set().union(*[src.get(n, set()) for n in _reads(s)]) if _reads(s) else set())
             elif isinstance(s, (ir.Store, ir.Stmatrix)) and s.dst.space == "shared":
                 new = (s.dst.base, set(src.get(s.dst.base, set())) | src.get(s.value, set()))
-            elif isinstance(s, ir.CopyAsync):
+            elif isinstance(s, (ir.CopyAsync, ir.TmaLoad)):
                 new = (s.dst.base, set(src.get(s.dst.base, set())) | {s.src.base})
             if new is not None and src.get(new[0]) != new[1] | src.get(new[0], set()):
                 src[new[0]] = new[1] | src.get(new[0], set())

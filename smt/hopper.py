@@ -127,21 +127,38 @@ class HopperMixin:
         C = env[op.c]
         A, read_a = self.wgmma_operand(op.a, "a", s, node, env, ld)
         B, read_b = self.wgmma_operand(op.b, "b", s, node, env, ld)
-        terms = WgmmaTerms(self, s, A, B, C, label, {"a": read_a, "b": read_b})
-        self.checks.append(
-            Check(
-                "mma",
-                node,
-                terms.check,
-                s.type,
-                f"wgmma: tag({A.label})[1] == tag({B.label})[0] for every product, and the result "
-                f"(tag({A.label})[0], tag({B.label})[1]) agrees with tag({op.c})",
-                parts=MmaTerms.PARTS,
-            )
+        windows = self.operand_windows(s, node)
+        terms = WgmmaTerms(self, s, A, B, C, label, {"a": read_a, "b": read_b}, windows)
+        ck = Check(
+            "mma",
+            node,
+            terms.check,
+            s.type,
+            f"wgmma: tag({A.label})[1] == tag({B.label})[0] for every product, and the result "
+            f"(tag({A.label})[0], tag({B.label})[1]) agrees with tag({op.c})",
+            # with the operands' k windows (each implies its half of the k agreement; coverage
+            # uses them), "k" is checked only where a window does not hold (smt.obligations.agreement)
+            parts=(("win-a", "win-b") if windows else ("k",)) + MmaTerms.PARTS[1:],
         )
+        ck.windows = {x: w.source for x, w in windows.items()}
+        self.checks.append(ck)
         out = FragV(s.name, s.type, terms.tag, label, C.heads, ld)
         self.checks[-1].demand = ("same", out, 0)
         self.demand.flow(out, C)
+        return out
+
+    def operand_windows(self, s, node) -> dict:
+        """The k windows (smt.coverage.WgmmaWindow) of this wgmma's operands, when both are known and
+        their tag components are the ones the k agreement compares (a's 1, b's 0)."""
+        from argus_verify.smt.coverage import wgmma_windows
+
+        if not hasattr(self, "_windows"):
+            self._windows = {(w.line, w.which): w for w in wgmma_windows(self.k)}
+        out = {x: self._windows.get((s.span.line, x)) for x in "ab"}
+        if any(w is None for w in out.values()) or (out["a"].component, out["b"].component) != (1, 0):
+            return {}
+        if not node.loops or any(node.loops[-1].var != w.loop.var for w in out.values()):
+            return {}
         return out
 
     def wgmma_operand(self, view: ir.View, which: str, s, node, env, ld):
@@ -221,9 +238,10 @@ class WgmmaTerms(MmaTerms):
     """MmaTerms for `c + a @ b` with a and b read from shared tiles: the element at (i, k) of an
     operand is the one its coordinate names (every thread of the warpgroup reads all of it)."""
 
-    def __init__(self, an, s, A, B, C, label, readers):
+    def __init__(self, an, s, A, B, C, label, readers, windows):
         self.s, self.A, self.B, self.C, self.label = s, A, B, C, label
         self.readers = readers
+        self.windows = windows
         self.Kt = A.typ.tile[1]
         self.K = an.K
         self.T = an.T
@@ -231,6 +249,21 @@ class WgmmaTerms(MmaTerms):
 
     def holder(self, S, ctx, inst, t, frag, want, tag, v=None, k=None):
         return self.readers["a" if frag is self.A else "b"](S, ctx, inst, t, want), t, None
+
+    def check(self, S, ctx, inst, t, v, part):
+        if part not in ("win-a", "win-b"):
+            return super().check(S, ctx, inst, t, v, part)
+        which = part[-1]
+        w = self.windows[which]
+        k1 = S.var("k")
+        i, j = self.s.type.coords.coords(t, v, OPS)
+        frag = self.A if which == "a" else self.B
+        x, _, _ = self.holder(S, ctx, inst, t, frag, (i, k1) if which == "a" else (k1, j), which)
+        val, star = x.comp(w.component)
+        want = Z.add(Z.mul(bv(w.coef), inst.vals[w.loop.var]), k1)
+        bad = Z.And(Z.Not(x.none), Z.Not(star), Z.Not(x.err), Z.Not(Z.Eq(val, want)))
+        return {"bad": bad, "cons": Z.And(x.cons, k1 >= 0, k1 < self.Kt), "tags": [(frag.label, x)],
+                "extra": {"k": k1}}
 
 
 __all__ = ["HopperMixin", "RELIES_ON", "RELIANCE", "TmaWrite", "WgmmaRead", "TRUE"]

@@ -23,11 +23,15 @@ from argus_verify.smt.zops import OPS
 
 
 def check_assertions(an, timeout) -> list:
+    return check_assertion_list(an, timeout, an.asserts)
+
+
+def check_assertion_list(an, timeout, asserts) -> list:
     # The witness is read from the model here, not by a function of its own: its names (ev, tg)
     # keep the model and the last tag alive until the next violation, and Z3 renumbers freed terms;
     # the later queries' witnesses depend on that numbering (see smt/__init__.py).
     out = []
-    for node, stmt, cond, frags, fragenv, sides in an.asserts:
+    for node, stmt, cond, frags, fragenv, sides in asserts:
         names = list(dict.fromkeys(f for _, f, _ in frags))
         build = partial(assertion_query, node=node, cond=cond, frags=frags, fragenv=fragenv, names=names)
         res, q, (S, ctx, inst, t, v, tags) = solve(an, timeout, build)

@@ -34,7 +34,8 @@ def check_contract_reductions(an, timeout_s: float) -> list:
     return check_reductions(an.k, timeout_s, an.shapes)
 
 
-def check_reductions(kernel: ir.Kernel, timeout_s: float, shapes: dict | None = None) -> list:
+def check_reductions(kernel: ir.Kernel, timeout_s: float, shapes: dict | None = None,
+                     proved_windows: frozenset = frozenset()) -> list:
     if not kernel.contracts:
         return []
     t0 = time.perf_counter()
@@ -42,7 +43,7 @@ def check_reductions(kernel: ir.Kernel, timeout_s: float, shapes: dict | None = 
     out = _flow_results(kernel, span, timeout_s)
     if not any(r.obligation == "reduction-operator" and r.status == "violated" for r in out):
         # a wrong operator also breaks the counts; it is reported once, at its root
-        out += _coverage_results(kernel, timeout_s, shapes or {})
+        out += _coverage_results(kernel, timeout_s, shapes or {}, proved_windows)
     for r in out:
         r.seconds = time.perf_counter() - t0
     return out
@@ -73,9 +74,9 @@ def _flow_results(kernel, span, timeout_s) -> list:
     return out
 
 
-def _coverage_results(kernel, timeout_s, shapes) -> list:
+def _coverage_results(kernel, timeout_s, shapes, proved_windows=frozenset()) -> list:
     try:
-        cov = Coverage(kernel)
+        cov = Coverage(kernel, proved_windows)
     except Unsupported as e:
         where = e.span if e.span is not None else kernel.contracts[0].span
         return [ObligationResult("reduction-coverage", "unknown", where,
