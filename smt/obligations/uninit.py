@@ -8,8 +8,8 @@ from functools import partial
 import numpy as np
 
 from argus_verify.smt import program as P
-from argus_verify.smt.hopper import RELIANCE, RELIES_ON
 from argus_verify.smt import zops as Z
+from argus_verify.smt.hopper import RELIANCE, RELIES_ON
 from argus_verify.smt.ints import const_of
 from argus_verify.smt.obligations.common import (
     elem_str,
