@@ -230,6 +230,7 @@ class HopperOps:
             boxes = hopper.tma_boxes(alloc, s.dst)
         except ValueError as e:
             raise ArgusRuntimeError(f"tma_load: {e}", s.span) from None
+        self._check_in_allocation(s.dst, env, active, s)
         hw = hopper.tma_table(alloc, s.dst, boxes)  # bytes from the view's element (0, 0)
         rows, cols = hw.shape
         g, t, i = self._bar_index(s, s.bar, env, active)
@@ -249,6 +250,13 @@ class HopperOps:
         poison = np.full(off.shape, np.nan, dtype=dtype)
         self._write_async(s.dst.base, g, off, poison)  # undefined until the copy completes
         st.tmas.append(Tma(g, s.bar.base, i, s.dst.base, off, vals.astype(dtype), rows * cols * esize, s.span))
+
+    def _check_in_allocation(self, view: ir.View, env, active, stmt) -> None:
+        """Fault, as an ordinary shared access does, when the tile's first or last element lies
+        outside the allocation (a stage index past its extent)."""
+        corners = np.zeros((self.count, 2, len(view.tile)), dtype=np.int64)
+        corners[:, 1, :] = np.asarray(view.tile) - 1
+        self.shared_offsets(view, self.view_coords(view, corners, env), active, stmt)
 
     def _view_base(self, view: ir.View, env) -> np.ndarray:
         """[G, T] element offset of the view's element (0, 0) under the declared layout."""
@@ -271,6 +279,7 @@ class HopperOps:
             raise ArgusRuntimeError("wgmma is issued by the whole warpgroup: every thread must run it", s.span)
         offs = []
         for which, view in (("a", op.a), ("b", op.b)):
+            self._check_in_allocation(view, env, active, s)
             alloc = self.batch.shared.allocs[view.base]
             try:
                 operand = hopper.wgmma_operand(alloc, view, which)

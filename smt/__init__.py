@@ -82,14 +82,22 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     want = set(checks or OBLIGATIONS)
     from argus_verify.smt.protocol import PROTOCOL
 
+    # the protocol skeleton (numpy only, no Z3 terms) runs beside the solver's steps when forking is allowed
+    proto_job = _fork(_protocol, kernel, want, shapes) if jobs > 1 and ir.uses_hopper(kernel.body) else None
     report.results, report.notes = _obligations(kernel, timeout_s, shapes, want - {"launch"} - set(PROTOCOL), jobs)
     windows = frozenset(w for r in report.results if r.status == "proved" for w in r.detail.get("windows", ()))
     launch = _check_launch(kernel, shapes, timeout_s)
     _settle()
-    report.results += _reductions(kernel, timeout_s, want, shapes, windows)
+    reductions = _reductions(kernel, timeout_s, want, shapes, windows)
+    for r in reductions:  # coverage without a wgmma's k window, where its k agreement is violated
+        if r.status == "unknown" and "k window" in r.message and any(
+                x.obligation == "tag-assertion" and x.status == "violated" and x.location.line == r.location.line
+                for x in report.results):
+            r.detail["consequence_of"] = "tag-assertion"
+    report.results += reductions
     _settle()
-    proto = _protocol(kernel, want, shapes)
-    report.results = _merge_protocol(report.results, proto)
+    proto = proto_job() if proto_job is not None else _protocol(kernel, want, shapes)
+    report.results = _merge_protocol(report.results, proto, kernel)
     if launch.vacuous:
         vacuity.mark_vacuous(report.results, launch.vacuous)
     if "launch" in want:
@@ -104,15 +112,59 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     return report
 
 
-def _merge_protocol(results: list, proto: list) -> list:
+def _fork(fn, *args):
+    """Run fn(*args) in a forked process; returns the function that collects its result (it runs
+    fn here when forking is not possible or the child fails)."""
+    import multiprocessing as mp
+    import pickle
+
+    try:
+        ctx = mp.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+    except (ValueError, OSError):
+        return lambda: fn(*args)
+
+    def child():
+        try:
+            send.send_bytes(pickle.dumps(fn(*args)))
+        except Exception:  # noqa: BLE001 - the parent runs it itself
+            send.send_bytes(b"")
+        finally:
+            send.close()
+
+    proc = ctx.Process(target=child, daemon=True)
+    try:
+        proc.start()
+    except OSError:
+        return lambda: fn(*args)
+    send.close()
+
+    def collect():
+        try:
+            data = recv.recv_bytes()
+        except (EOFError, OSError):
+            data = b""
+        proc.join()
+        return pickle.loads(data) if data else fn(*args)
+
+    return collect
+
+
+def _merge_protocol(results: list, proto: list, kernel) -> list:
     """The solver's results with the protocol skeleton's (smt/protocol.py). The skeleton also follows
     tags through TMA and wgmma, on bounded runs: its violations are kept, its proofs only for an
-    obligation the solver has no result for (the solver's hold for all sizes). A solver proof that
-    relies on the mbarrier protocol (smt/hopper.py) is unknown unless those obligations are proved."""
+    obligation the solver has no result for (the solver's hold for all sizes). A solver proof of how
+    data flows through TMA or wgmma relies on the protocol obligations (smt/hopper.py): it says so,
+    and is unknown unless they are proved."""
+    from argus_verify.smt.hopper import DATAFLOW, RELIANCE_TAGS, RELIES_ON
     from argus_verify.smt.protocol import PROTOCOL
 
     if not proto:
         return results
+    for r in results:
+        if r.status == "proved" and r.obligation in DATAFLOW and "relies_on" not in r.detail:
+            r.detail["relies_on"] = list(RELIES_ON)
+            r.message += f" ({RELIANCE_TAGS})"
     mine = {r.obligation for r in results}
     broken = {r.obligation: r.status for r in proto if r.obligation in PROTOCOL and r.status != "proved"}
     kept = []
@@ -123,7 +175,14 @@ def _merge_protocol(results: list, proto: list) -> list:
             r.status = "unknown"
             r.message += f" — not established: {why}"
             r.detail["reason"] = f"relies on {', '.join(relies)}, which are not proved"
+            violated = [n for n in relies if broken[n] == "violated"]
+            if violated:
+                r.detail["consequence_of"] = violated[0]  # unknown because of a violation reported
         kept.append(r)
+    found = {r.obligation for r in proto if r.status == "violated"}
+    for r in kept:  # the solver could not decide what the bounded run found violated
+        if r.status == "unknown" and r.obligation in found:
+            r.detail.setdefault("consequence_of", r.obligation)
     extra = [r for r in proto if r.obligation in PROTOCOL or r.status != "proved" or r.obligation not in mine]
     return kept + extra
 
@@ -186,6 +245,8 @@ def _obligations(kernel, timeout_s, shapes, want, jobs) -> tuple[list, list]:
         ("bank-conflict", O.check_banks),
         ("uncoalesced", lambda an, _t: O.check_coalescing(an)),
     ]
+    if not want:
+        return [], []
     try:
         an = Analysis(kernel, shapes)
         an.finish(timeout_s)
@@ -234,13 +295,13 @@ def _worth_forking(kernel) -> bool:
     memory written inside a loop (pipelines, k-loops), whose reads resolve to many candidate
     writes. Elsewhere the whole verification takes less than the fork, and on a 2-core machine
     (measured: vecadd, reduce_sum, row_softmax, gemm_simt) running the steps here is faster."""
-    return any(isinstance(s, ir.For) and any(isinstance(x, (ir.CopyAsync, ir.Store)) and
+    return any(isinstance(s, ir.For) and any(isinstance(x, (ir.CopyAsync, ir.Store, ir.TmaLoad)) and
                                              _writes_shared(x) for x in ir.walk_stmts(s.body))
                for s in ir.walk_stmts(kernel.body))
 
 
 def _writes_shared(stmt) -> bool:
-    return isinstance(stmt, ir.CopyAsync) or stmt.dst.space == "shared"
+    return isinstance(stmt, (ir.CopyAsync, ir.TmaLoad)) or stmt.dst.space == "shared"
 
 
 _WORK = None  # the step function of the verification being run in forked workers

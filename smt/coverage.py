@@ -599,7 +599,7 @@ class Coverage:
                 if (table < 0).any():
                     raise Unsupported("an element of an mma operand is held by no lane", s.span)
                 rows = cc[:, :, 0] if kaxis == 1 else cc[:, :, 1]
-                add = table[rows].sum(axis=2)  # [T, Vc, W]
+                add = table.sum(axis=1)[rows]  # [T, Vc, W]: the sum over k of each row (column)
                 prev = entries.get(key)
                 entries[key] = Entry("sum", add if prev is None else prev.counts + add)
         axes = (a.axes[0] if a.axes else None, b.axes[1] if len(b.axes) > 1 else None)

@@ -36,10 +36,18 @@ from argus_verify.smt.records import Check, GAccess, ShRead, ShWrite
 from argus_verify.smt.values import FragV, Tr, element_label
 from argus_verify.smt.zops import FALSE, OPS, TRUE, bv
 
-# the protocol obligations a TMA / wgmma data-flow result takes as established
-RELIES_ON = ("mbarrier-tx", "mbarrier-phase", "stage-reuse")
+# the protocol obligations (smt/protocol.py) a TMA / wgmma data-flow result takes as established:
+# the copies' and the wgmmas' timing, and that the hardware addresses the declared layouts
+RELIES_ON = ("mbarrier-tx", "mbarrier-phase", "stage-reuse", "wgmma-accumulator", "async-proxy-fence",
+             "descriptor-layout", "tma-box")
 RELIANCE = ("TMA copies land before the wgmma that reads them and a stage is refilled only after its "
-            "wgmma retired: relies on mbarrier-tx, mbarrier-phase and stage-reuse")
+            "wgmma retired: relies on mbarrier-tx, mbarrier-phase and stage-reuse (and the other protocol "
+            "obligations)")
+RELIANCE_TAGS = ("through TMA and wgmma, for all sizes; relies on the protocol obligations: mbarrier-tx, "
+                 "mbarrier-phase, stage-reuse, wgmma-accumulator, async-proxy-fence, descriptor-layout, tma-box")
+# the obligations about the values data carries (race and uninitialised-read say themselves what
+# they rely on, where an async-proxy access is involved)
+DATAFLOW = ("tag-assertion", "output-contract", "reduction-coverage")
 
 
 def whole_tile(threads: int, tile: tuple) -> ir.TVLayout:
@@ -266,4 +274,4 @@ class WgmmaTerms(MmaTerms):
                 "extra": {"k": k1}}
 
 
-__all__ = ["HopperMixin", "RELIES_ON", "RELIANCE", "TmaWrite", "WgmmaRead", "TRUE"]
+__all__ = ["DATAFLOW", "HopperMixin", "RELIES_ON", "RELIANCE", "RELIANCE_TAGS", "TmaWrite", "WgmmaRead", "TRUE"]

@@ -732,6 +732,8 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
                 complete = False
             tag_state["stored"] |= getattr(sk, "stored", False)
             tag_state["unknown"] |= getattr(sk, "tag_unknown", False)
+            if getattr(sk, "tag_unknown", False):
+                complete = False  # stores it could not follow are not in sk.writes: no "never written"
             if every and complete:
                 for st, r0, c0, (rows, cols) in sk.writes:
                     w = written[st.dst.base]
