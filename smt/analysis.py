@@ -89,6 +89,7 @@ class Analysis(
         self.barriers: list = []
         self.waits: list = []
         self.wgmma_groups: list = []  # wgmma commit_group / wait_group nodes (smt.hopper)
+        self.mbar_accesses: list = []  # mbarrier elements used (smt.hopper): bounds only
         self.commit_nodes: list = []
         self.cells: list = []
         self.notes: list = []  # approximations taken while walking (reported with unknowns)

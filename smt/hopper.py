@@ -94,9 +94,24 @@ class WgmmaRead(ShRead):
     proxy = "async"
 
 
+class MbarrierAccess(ShRead):
+    """An mbarrier operation's (or a TMA's completion) barrier element: checked for bounds only
+    (its phases are the protocol's)."""
+
+    op = "mbarrier"
+    proxy = "async"
+
+
 class HopperMixin:
     def visit_MbarrierOp(self, s: ir.MbarrierOp, node, env):
-        """No data: its phases are mbarrier-phase's and mbarrier-tx's part."""
+        """No data: its phases are mbarrier-phase's and mbarrier-tx's part; its index is bounds'."""
+        self.barrier_access(s.bar, node, env, f"mbarrier_{s.kind}")
+
+    def barrier_access(self, bar: ir.View, node, env, label):
+        alloc = self.allocs[bar.base]
+        tv = whole_tile(self.T, bar.tile)
+        self.mbar_accesses.append(MbarrierAccess(node, alloc, self.compile_view(bar, env), tv, tv.values, label,
+                                                 label))
 
     def visit_Fence(self, s: ir.Fence, node, env):
         """No data: whether fences are in place is async-proxy-fence's and wgmma-accumulator's part."""
@@ -123,6 +138,7 @@ class HopperMixin:
         if issuer is None:
             raise AnalysisError(f"tma_load at line {s.span.line} is not issued by exactly one thread the "
                                 "kernel's conditions name")
+        self.barrier_access(s.bar, node, env, "tma_load's mbarrier")
         w = TmaWrite(self, node, alloc, dst, src, s.src.base, issuer)
         if w.footprint() is None:
             raise AnalysisError(f"tma_load at line {s.span.line}: views whose starts depend on the thread")

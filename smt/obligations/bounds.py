@@ -37,6 +37,8 @@ def check_bounds(an, timeout) -> list:
     for name, info in an.allocs.items():
         for acc in an.sh_writes[name] + an.sh_reads[name]:
             out.append(shared_bounds(an, info, acc, timeout))
+    for acc in an.mbar_accesses:  # mbarrier indices (smt/hopper.py)
+        out.append(shared_bounds(an, acc.alloc, acc, timeout))
     return out
 
 
