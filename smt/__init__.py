@@ -295,13 +295,13 @@ def _worth_forking(kernel) -> bool:
     memory written inside a loop (pipelines, k-loops), whose reads resolve to many candidate
     writes. Elsewhere the whole verification takes less than the fork, and on a 2-core machine
     (measured: vecadd, reduce_sum, row_softmax, gemm_simt) running the steps here is faster."""
-    return any(isinstance(s, ir.For) and any(isinstance(x, (ir.CopyAsync, ir.Store, ir.TmaLoad)) and
+    return any(isinstance(s, ir.For) and any(isinstance(x, (ir.CopyAsync, ir.Store)) and
                                              _writes_shared(x) for x in ir.walk_stmts(s.body))
                for s in ir.walk_stmts(kernel.body))
 
 
 def _writes_shared(stmt) -> bool:
-    return isinstance(stmt, (ir.CopyAsync, ir.TmaLoad)) or stmt.dst.space == "shared"
+    return isinstance(stmt, ir.CopyAsync) or stmt.dst.space == "shared"
 
 
 _WORK = None  # the step function of the verification being run in forked workers
