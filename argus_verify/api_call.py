@@ -266,9 +266,20 @@ def run_device(k, kind: str, tensors, scalars, sizes, outs) -> dict:
     program = k.program()
     loaded = cuda_backend.load(program)
     arrays = {**tensors, **outs}
+    address = {name: a.data_ptr() if kind == "torch" else int(getattr(a, "ptr", a.gpudata)) for name, a in arrays.items()}
+    tmaps = {}
+    if program.tmaps:
+        from argus_verify.runtime.tma import TmaError, tensor_map_args
+
+        try:
+            tmaps = tensor_map_args(program, address, shapes)
+        except TmaError as e:
+            raise CallError(f"{k.name}: {e}") from None
     args = []
     for p in program.params:
-        if p.kind == "tensor":
+        if p.kind == "tmap":
+            args.append(tmaps[p.name])
+        elif p.kind == "tensor":
             a = arrays[p.name]
             # a 64-bit device address for the .u64 parameter: no copy
             args.append(np.uint64(a.data_ptr() if kind == "torch" else int(getattr(a, "ptr", a.gpudata))))

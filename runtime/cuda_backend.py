@@ -43,6 +43,7 @@ class GpuProgram:
     dynamic_shared_bytes: int  # what to pass at launch (0 when the allocations are static)
     cubin: bytes | None = None  # assembled ahead of time; None: the driver JIT-compiles `ptx`
     stats: object | None = None  # the assembler's resource report of the entry, when there is one
+    tmaps: tuple = ()  # lowering.hopper.TensorMapSpec of each "tmap" parameter (built at launch, runtime.tma)
 
 
 @attrs.define
@@ -122,14 +123,23 @@ def _device_dtype(dtype: str) -> np.dtype:
     return np.dtype(np.uint16) if dtype == "bf16" else ir.numpy_dtype(dtype)
 
 
-def launch_args(program: GpuProgram, buffers, sizes: Mapping[str, int], scalars: Mapping) -> list:
-    """Kernel arguments in `program.params` order: device pointers, np.uint32 sizes, typed scalars."""
+def launch_args(program: GpuProgram, buffers, sizes: Mapping[str, int], scalars: Mapping,
+                shapes: Mapping | None = None) -> list:
+    """Kernel arguments in `program.params` order: tensor maps (built here from the buffers'
+    addresses and `shapes`, runtime.tma), device pointers, np.uint32 sizes, typed scalars."""
     args = []
+    tmaps = {}
+    if program.tmaps:
+        from argus_verify.runtime.tma import TmaError, tensor_map_args
+
+        try:
+            tmaps = tensor_map_args(program, {m.tensor: int(buffers[m.tensor]) for m in program.tmaps}, shapes)
+        except TmaError as e:
+            raise ValueError(str(e)) from None
     for p in program.params:
         if p.kind == "tmap":
-            raise ValueError("this kernel takes TMA tensor maps: launch it with runtime.tma.TmaKernel "
-                             "(bench/gemm_wgmma.py); `argus run --gpu` / `argus bench` do not build them yet")
-        if p.kind == "tensor":
+            args.append(tmaps[p.name])
+        elif p.kind == "tensor":
             args.append(buffers[p.name])
         elif p.kind == "size":
             args.append(np.uint32(sizes[p.name]))
@@ -177,8 +187,8 @@ def run_cuda(kernel: ir.Kernel, program: GpuProgram, inputs: Mapping[str, np.nda
         bufs.poison(*outputs)
         grid = grid_of(kernel, sizes, scalars)
         if min(grid) > 0:
-            cuda.launch(loaded.function, grid, (program.block, 1, 1), launch_args(program, bufs, sizes, scalars),
-                        shared_bytes=program.dynamic_shared_bytes)
+            cuda.launch(loaded.function, grid, (program.block, 1, 1),
+                        launch_args(program, bufs, sizes, scalars, shapes), shared_bytes=program.dynamic_shared_bytes)
         cuda._drv().Context.synchronize()
         out = {}
         for t in kernel.outputs:
@@ -219,7 +229,7 @@ def bench_cuda(kernel: ir.Kernel, program: GpuProgram, sizes: Mapping[str, int],
             sets.append(b)
             for t in kernel.inputs:
                 b.copy_in(t.name)
-        args = [launch_args(program, b, sizes, scalars) for b in sets]
+        args = [launch_args(program, b, sizes, scalars, shapes) for b in sets]
         block = (program.block, 1, 1)
 
         def run_once(k: int) -> None:

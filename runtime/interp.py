@@ -80,6 +80,7 @@ class Launch:
         width = self.threads if schedule.lockstep else schedule.width
         units = [ThreadGroup(self, batch, t0, min(width, self.threads - t0)) for t0 in range(0, self.threads, width)]
         drive(units, schedule.policy(), batch)
+        units[0].exit_blocks()  # TMA stores still in flight at the blocks' exit
 
 
 @attrs.define

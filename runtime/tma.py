@@ -18,17 +18,29 @@ from collections.abc import Mapping
 import numpy as np
 
 from argus_verify import ir
+from argus_verify.diagnostics import ArgusError
+
+TMAP_BYTES = 128
 
 
 class TmaError(RuntimeError):
     pass
 
 
+class TmaUnavailable(ArgusError):
+    """The kernel takes tensor maps and NVIDIA's cuda-python, which builds them, is not installed."""
+
+
 def _driver():
     try:
-        from cuda.bindings import driver
-    except ImportError:  # older cuda-python
-        from cuda import cuda as driver  # type: ignore[no-redef]
+        try:
+            from cuda.bindings import driver
+        except ImportError:  # older cuda-python
+            from cuda import cuda as driver  # type: ignore[no-redef]
+    except ImportError:
+        raise TmaUnavailable("this kernel takes TMA tensor maps, which Argus builds with NVIDIA's cuda-python "
+                             "(cuTensorMapEncodeTiled): install it (pip install 'argus-verify[cuda]' or "
+                             "pip install cuda-python)") from None
     return driver
 
 
@@ -65,6 +77,18 @@ def encode_tensor_map(spec, address: int, rows: int, cols: int) -> bytes:
     if opaque is not None:
         return np.asarray(list(opaque), dtype=np.uint64).tobytes()
     return ctypes.string_at(int(tmap.getPtr()), 128)
+
+
+def tensor_map_args(lowered, addresses: Mapping[str, int], shapes: Mapping[str, tuple]) -> dict:
+    """param name -> the 128-byte tensor map (a numpy void scalar, which PyCUDA passes by value)
+    for every tensor map `lowered` takes (`lowered.tmaps`: TensorMapSpec), over the tensors at
+    device `addresses` with `shapes` (row-major [rows, cols])."""
+    out = {}
+    for m in lowered.tmaps:
+        rows, cols = shapes[m.tensor]
+        raw = encode_tensor_map(m, int(addresses[m.tensor]), int(rows), int(cols))
+        out[m.param] = np.frombuffer(raw, dtype=np.dtype((np.void, TMAP_BYTES)))[0]
+    return out
 
 
 class TmaKernel:
