@@ -266,7 +266,8 @@ def run_device(k, kind: str, tensors, scalars, sizes, outs) -> dict:
     program = k.program()
     loaded = cuda_backend.load(program)
     arrays = {**tensors, **outs}
-    address = {name: a.data_ptr() if kind == "torch" else int(getattr(a, "ptr", a.gpudata)) for name, a in arrays.items()}
+    address = {name: a.data_ptr() if kind == "torch" else int(getattr(a, "ptr", a.gpudata))
+               for name, a in arrays.items()}
     tmaps = {}
     if program.tmaps:
         from argus_verify.runtime.tma import TmaError, tensor_map_args

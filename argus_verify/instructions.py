@@ -306,8 +306,8 @@ _VALUES = (
     Builtin("nan", "constant", FLOAT, "not a number", "a floating-point constant", form=VALUE),
 )
 
-BUILTINS: dict[str, Builtin] = {b.name: b for b in (*_KERNEL, *_MEMORY, *_HOPPER, *_TMA_STORE, *_COMPUTE, *_WARP, *_LAYOUT,
-                                                   *_CONTROL, *_VALUES)}
+BUILTINS: dict[str, Builtin] = {b.name: b for b in (*_KERNEL, *_MEMORY, *_HOPPER, *_COMPUTE, *_WARP, *_LAYOUT,
+                                                   *_CONTROL, *_VALUES, *_TMA_STORE)}
 
 # mma atoms the front end refuses for now, and why
 

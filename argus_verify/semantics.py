@@ -432,7 +432,8 @@ ASYNC_OPS: dict[str, AsyncOp] = {o.name: o for o in (
     AsyncOp("tma.store", "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{tmap}, {{{col}, {row}}}], [{src}];",
             "the box at (col, row) of the tensor map from shared memory, asynchronously in the thread's bulk "
             "group; box elements outside the tensor are not written"),
-    AsyncOp("bulk.commit_group", "cp.async.bulk.commit_group;", "closes the thread's group of bulk copies issued since"),
+    AsyncOp("bulk.commit_group", "cp.async.bulk.commit_group;",
+            "closes the thread's group of bulk copies issued since"),
     AsyncOp("bulk.wait_group.read", "cp.async.bulk.wait_group.read {n};",
             "waits until at most n of the thread's committed bulk groups are still reading their shared sources"),
     AsyncOp("bulk.wait_group", "cp.async.bulk.wait_group {n};",

@@ -125,7 +125,8 @@ def main() -> int:
             print(f"time {m}x{n}x{k}: ours {t_ours:.3f} ms ({row['ours_tflops']:.0f} TFLOP/s), cuBLAS "
                   f"{t_cub:.3f} ms ({row['cublas_tflops']:.0f}), ratio {row['ratio']:.3f}, err {err:.1e}",
                   flush=True)
-    (out / "gemm_wgmma.json").write_text(json.dumps({"spec": args.spec, "c_dtype": str(c_dtype), "consts": consts, "verify_s": vt, "verify": counts,
+    (out / "gemm_wgmma.json").write_text(json.dumps({"spec": args.spec, "c_dtype": str(c_dtype),
+                                                     "consts": consts, "verify_s": vt, "verify": counts,
                                                      "checks": rows, "timings": timings}, indent=1))
     print("\n| shape | ours ms | TFLOP/s | cuBLAS ms | TFLOP/s | ours/cuBLAS speed |")
     print("|---|---|---|---|---|---|")

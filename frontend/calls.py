@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from argus_verify.frontend.builder import KernelBuilder
 
 # builtins called in an expression or as a statement: handler(CallSite) -> value (None for statements)
-HANDLERS = {**memory.HANDLERS, **hopper.HANDLERS, **hopper_store.HANDLERS, **compute.HANDLERS, **warp.HANDLERS, **layouts.HANDLERS,
-            **integers.HANDLERS}
+HANDLERS = {**memory.HANDLERS, **hopper.HANDLERS, **compute.HANDLERS, **warp.HANDLERS, **layouts.HANDLERS,
+            **integers.HANDLERS, **hopper_store.HANDLERS}
 
 
 def call(b: KernelBuilder, n) -> Val:
