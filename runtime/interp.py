@@ -99,6 +99,8 @@ class BlockBatch:
         return len(self.blocks)
 
     def barrier(self) -> None:
+        if self.hopper is not None:
+            self.hopper.before_barrier(self.shared)  # TMA stores retired since the last barrier
         self.shared.barrier()
 
 

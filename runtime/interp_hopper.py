@@ -19,7 +19,9 @@ wrong answer or a reported deadlock:
   time between its issue and the bulk wait that retires its group: it writes global memory when
   that `bulk_wait` runs, with NaN wherever the tile was not ready for the async proxy at the issue
   (ordinary writes not fenced, or not published by a barrier) or changed in between. A store still
-  in flight when its block exits reads shared memory the block no longer owns: NaN.
+  in flight when its block exits reads shared memory the block no longer owns: NaN. Another thread's
+  write to the tile after the wait but before the next barrier() is not ordered after the store's
+  read: the elements it writes come out NaN too.
 
 Only the lockstep schedule runs these operations (wgmma is warpgroup-collective).
 """
@@ -89,6 +91,32 @@ class HopperState:
         self.unfenced: set = set()  # fragments written by ordinary operations since wgmma_fence
         self.bulk_open: dict = {}  # (block, thread) -> TMA stores issued, not committed
         self.bulk_groups: dict = {}  # (block, thread) -> committed groups (lists of stores), oldest first
+        self.bulk_released: list = []  # (store, block, waiting thread, output array) retired since the last barrier
+
+    def before_barrier(self, shared) -> None:
+        """A barrier() publishes the threads' shared writes: a retired store's tile written since its
+        wait by a thread other than the waiting one may have been read with those values."""
+        for store, g, tid, arr in self.bulk_released:
+            if isinstance(shared, LockstepShared):
+                writer = shared.pend_writer[store.shared][g, store.off]
+                late = (writer >= 0) & (writer != tid)
+                if late.any():
+                    _write_global(arr, store, np.where(late, np.nan, _global_values(arr, store)))
+        self.bulk_released = []
+
+
+def _global_values(arr: np.ndarray, store) -> np.ndarray:
+    """[R, C] the global values at a store's tile (NaN outside the tensor)."""
+    rr, cc = np.meshgrid(store.rows, store.cols, indexing="ij")
+    inside = (rr >= 0) & (rr < arr.shape[0]) & (cc >= 0) & (cc < arr.shape[1])
+    return np.where(inside, arr[np.where(inside, rr, 0), np.where(inside, cc, 0)], np.nan)
+
+
+def _write_global(arr: np.ndarray, store, vals: np.ndarray) -> None:
+    """A TMA store's global writes: box elements outside the tensor are not written."""
+    rr, cc = np.meshgrid(store.rows, store.cols, indexing="ij")
+    inside = (rr >= 0) & (rr < arr.shape[0]) & (cc >= 0) & (cc < arr.shape[1])
+    arr[rr[inside], cc[inside]] = vals[inside].astype(arr.dtype)
 
 
 @attrs.define
@@ -320,13 +348,10 @@ class HopperOps:
                     now = self._async_read(store.shared, gb, store.off)
                     same = (now == store.snap) | (np.isnan(now) & np.isnan(store.snap))
                     self._bulk_write(store, np.where(same, store.snap, np.nan))
+                    st.bulk_released.append((store, gb, tid, self.launch.arrays[store.tensor]))
 
     def _bulk_write(self, store: BulkStore, vals: np.ndarray) -> None:
-        """The store's global writes: box elements outside the tensor are not written."""
-        arr = self.launch.arrays[store.tensor]
-        rr, cc = np.meshgrid(store.rows, store.cols, indexing="ij")
-        inside = (rr >= 0) & (rr < arr.shape[0]) & (cc >= 0) & (cc < arr.shape[1])
-        arr[rr[inside], cc[inside]] = vals[inside].astype(arr.dtype)
+        _write_global(self.launch.arrays[store.tensor], store, vals)
 
     def exit_blocks(self) -> None:
         """The blocks of the batch exit: TMA stores not retired by a bulk_wait read shared memory
