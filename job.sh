@@ -37,6 +37,8 @@ for tool in memcheck racecheck synccheck; do
     argus run $store --backend cuda --no-verify --shape M=150,N=200,K=328 > "$out/san_$tool.log" 2>&1
   echo "sanitizer $tool store 150x200x328: rc=$? $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASS|FAIL' "$out/san_$tool.log" | tail -2 | tr '\n' ' ')"
 done
+[ "$(left)" -gt 50 ] && { timeout 40 argus bench $store --no-verify --shape M=4096,N=4096,K=4096 --reps 20 > "$out/argus_bench.log" 2>&1;
+  echo "argus bench store 4096^3: rc=$? $(grep -i -E 'ms|tflop|baseline|error' "$out/argus_bench.log" | tail -4 | tr '\n' ' ')"; }
 [ "$(left)" -gt 30 ] && timeout $(( $(left) - 5 )) python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_hopper_store.py > "$out/pytest_cuda.log" 2>&1
 echo "pytest -m cuda tests/test_hopper_store.py: $(tail -1 "$out/pytest_cuda.log" 2>/dev/null)"
 echo "== table"

@@ -120,3 +120,27 @@ def test_argus_run_builds_the_tensor_maps_on_the_gpu(shape):
     done = subprocess.run([*argus, "run", str(SPEC), "--backend", "cuda", "--allow-unknown", "--shape", shape],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "PASS" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.cuda
+def test_python_api_builds_the_tensor_maps_on_the_gpu(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("cuda.bindings")
+    from argus_verify.runtime.cuda import cuda_available
+
+    if not cuda_available():
+        pytest.skip("no GPU")
+    import argus_verify
+
+    monkeypatch.setenv("ARGUS_CACHE_DIR", str(tmp_path / "cache"))
+    k = argus_verify.load(SPEC)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(257, 200, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(200, 264, device="cuda", generator=g).to(torch.bfloat16)
+    c = k(a, b, allow_unknown=True)  # torch tensors: zero copy, the maps over their addresses
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    assert c.dtype == torch.bfloat16 and not torch.isnan(c).any()
+    assert float((c.double() - ref).norm() / ref.norm()) < BF16_OUT
+    host = k(a.float().cpu().numpy(), b.float().cpu().numpy(), backend="cuda", allow_unknown=True)  # copied
+    assert _rel(host, ref.cpu().numpy()) < BF16_OUT
