@@ -178,8 +178,7 @@ def _run_cuda_checked(kernel, arrays: dict, sizes: dict):
         grid = cuda_backend.grid_of(kernel, sizes, {})
         if min(grid) > 0:
             cuda.launch(loaded.function, grid, (program.block, 1, 1),
-                        cuda_backend.launch_args(program, bufs, sizes, {}, ir.tensor_shapes(kernel, sizes)),
-                        shared_bytes=program.dynamic_shared_bytes)
+                        cuda_backend.launch_args(program, bufs, sizes, {}), shared_bytes=program.dynamic_shared_bytes)
         cuda._drv().Context.synchronize()
         outs = {t.name: cuda_backend.from_device_array(bufs.copy_out(t.name), t.dtype) for t in kernel.outputs}
         ins = {t.name: cuda_backend.from_device_array(bufs.copy_out(t.name), t.dtype) for t in kernel.inputs}

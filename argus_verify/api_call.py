@@ -264,23 +264,25 @@ def run_device(k, kind: str, tensors, scalars, sizes, outs) -> dict:
         stream = ctx = None
     cuda.ensure_context()
     program = k.program()
-    loaded = cuda_backend.load(program)
     arrays = {**tensors, **outs}
-    address = {name: a.data_ptr() if kind == "torch" else int(getattr(a, "ptr", a.gpudata))
-               for name, a in arrays.items()}
-    tmaps = {}
-    if program.tmaps:
-        from argus_verify.runtime.tma import TmaError, tensor_map_args
-
-        try:
-            tmaps = tensor_map_args(program, address, shapes)
-        except TmaError as e:
-            raise CallError(f"{k.name}: {e}") from None
+    if program.tmaps:  # tensor maps over the arrays' addresses, launched through the driver (runtime.tma)
+        address = {name: a.data_ptr() if kind == "torch" else int(getattr(a, "ptr", a.gpudata))
+                   for name, a in arrays.items()}
+        grid = cuda_backend.grid_of(k.ir, sizes, scalars)
+        if min(grid) > 0 and all(math.prod(shapes[t.name]) > 0 for t in k.ir.outputs):
+            try:
+                if kind == "torch":
+                    with ctx:
+                        cuda_backend.tma_launch(program, address, sizes, scalars, shapes, int(stream.cuda_stream))(grid)
+                else:
+                    cuda_backend.tma_launch(program, address, sizes, scalars, shapes)(grid)
+            except ValueError as e:
+                raise CallError(f"{k.name}: {e}") from None
+        return {t.name: outs[t.name] for t in k.ir.outputs}
+    loaded = cuda_backend.load(program)
     args = []
     for p in program.params:
-        if p.kind == "tmap":
-            args.append(tmaps[p.name])
-        elif p.kind == "tensor":
+        if p.kind == "tensor":
             a = arrays[p.name]
             # a 64-bit device address for the .u64 parameter: no copy
             args.append(np.uint64(a.data_ptr() if kind == "torch" else int(getattr(a, "ptr", a.gpudata))))

@@ -224,8 +224,6 @@ def launch(
             continue
         if isinstance(a, _SCALAR_TYPES):
             continue
-        if isinstance(a, np.void):  # a parameter passed by value as bytes (a TMA tensor map)
-            continue
         raise TypeError(
             f"kernel argument #{i} has type {type(a).__name__}; pass a DeviceAllocation or one of "
             "np.uint32/np.int32/np.float32/np.uint64/np.int64/np.float64"

@@ -96,15 +96,19 @@ def test_bad_tma_stores_are_reported_at_their_line(line, message):
 
 def test_a_tensor_map_without_cuda_python_is_a_clear_usage_error(monkeypatch):
     from argus_verify.runtime import cuda_backend
-    from argus_verify.runtime.tma import TmaUnavailable
+    from argus_verify.runtime.tma import DriverProgram, TmaUnavailable, param_buffers
 
     lk = lower(compile_file(str(SPEC)))
     prog = cuda_backend.GpuProgram(lk.ptx, lk.entry, lk.params, lk.block, lk.dynamic_shared_bytes, tmaps=lk.tmaps)
     monkeypatch.setitem(sys.modules, "cuda", None)  # import cuda... fails
     monkeypatch.setitem(sys.modules, "cuda.bindings", None)
     with pytest.raises(TmaUnavailable, match="cuda-python"):
-        cuda_backend.launch_args(prog, {"A": 1 << 20, "B": 2 << 20, "C": 3 << 20}, {"M": 8, "N": 8, "K": 8}, {},
-                                 {"A": (8, 8), "B": (8, 8), "C": (8, 8)})
+        param_buffers(prog, {"A": 1 << 20, "B": 2 << 20, "C": 3 << 20}, {"M": 8, "N": 8, "K": 8},
+                      {"A": (8, 8), "B": (8, 8), "C": (8, 8)})
+    with pytest.raises(TmaUnavailable, match="cuda-python"):
+        DriverProgram(prog)
+    with pytest.raises(ValueError, match="tensor maps"):  # the PyCUDA argument list is not for such kernels
+        cuda_backend.launch_args(prog, {}, {"M": 8, "N": 8, "K": 8}, {})
     assert not isinstance(TmaUnavailable("x"), RuntimeError)  # an ArgusError: exit code 2 in the CLI
 
 
