@@ -202,6 +202,7 @@ class Kernel:
         return self._program
 
     def _cached_program(self):
+        from argus_verify.lowering.hopper import TensorMapSpec
         from argus_verify.lowering.ptx import KernelParam
         from argus_verify.runtime.cuda_backend import GpuProgram
 
@@ -216,7 +217,13 @@ class Kernel:
             self.cache_hit = False
         params = tuple(KernelParam(*p) for p in meta["params"])
         stats = _stats_of(meta["stats"])
-        return GpuProgram(ptx, meta["entry"], params, meta["block"], meta["dynamic_shared_bytes"], cubin, stats)
+        tmaps = tuple(TensorMapSpec(*m) for m in meta.get("tmaps", ()))
+        if len(tmaps) != sum(p.kind == "tmap" for p in params):  # a cache entry from before tensor maps were stored
+            meta, ptx, cubin = self._compile(folder)
+            params = tuple(KernelParam(*p) for p in meta["params"])
+            tmaps = tuple(TensorMapSpec(*m) for m in meta["tmaps"])
+        return GpuProgram(ptx, meta["entry"], params, meta["block"], meta["dynamic_shared_bytes"], cubin, stats,
+                          tmaps)
 
     def _compile(self, folder: Path):
         from argus_verify.lowering import ptxas
@@ -230,6 +237,7 @@ class Kernel:
         meta = {"kernel": self.name, "consts": self.consts, "entry": lk.entry, "block": lk.block,
                 "dynamic_shared_bytes": lk.dynamic_shared_bytes, "shared_bytes": lk.shared_bytes,
                 "params": [[p.name, p.kind, p.ptx_type, p.dtype] for p in lk.params], "cubin": cubin is not None,
+                "tmaps": [[m.param, m.tensor, m.dtype, m.box_rows, m.box_cols, m.swizzle] for m in lk.tmaps],
                 "stats": None if stats is None else {f: getattr(stats, f) for f in _STATS_FIELDS},
                 "argus": argus_version(), "ptxas": ptxas_version()}
         try:

@@ -264,8 +264,22 @@ def run_device(k, kind: str, tensors, scalars, sizes, outs) -> dict:
         stream = ctx = None
     cuda.ensure_context()
     program = k.program()
-    loaded = cuda_backend.load(program)
     arrays = {**tensors, **outs}
+    if program.tmaps:  # tensor maps over the arrays' addresses, launched through the driver (runtime.tma)
+        address = {name: a.data_ptr() if kind == "torch" else int(getattr(a, "ptr", a.gpudata))
+                   for name, a in arrays.items()}
+        grid = cuda_backend.grid_of(k.ir, sizes, scalars)
+        if min(grid) > 0 and all(math.prod(shapes[t.name]) > 0 for t in k.ir.outputs):
+            try:
+                if kind == "torch":
+                    with ctx:
+                        cuda_backend.tma_launch(program, address, sizes, scalars, shapes, int(stream.cuda_stream))(grid)
+                else:
+                    cuda_backend.tma_launch(program, address, sizes, scalars, shapes)(grid)
+            except ValueError as e:
+                raise CallError(f"{k.name}: {e}") from None
+        return {t.name: outs[t.name] for t in k.ir.outputs}
+    loaded = cuda_backend.load(program)
     args = []
     for p in program.params:
         if p.kind == "tensor":

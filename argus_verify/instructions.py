@@ -211,6 +211,21 @@ _HOPPER = (
             "n is a non-negative constant", (_p("n", 0),)),
 )
 
+# the TMA store and its bulk groups (the epilogue: shared tile -> global through the async proxy)
+_TMA_STORE = (
+    Builtin("tma_store", "hopper", STATEMENT,
+            "cp.async.bulk.tensor shared -> global of a tile in the thread's bulk group; box elements outside "
+            "the tensor are not written", "a global view and a shared view of the same 2-D tile and dtype; guard "
+                                          "it to one thread, after fence_proxy_async() and barrier()",
+            (_p("dst"), _p("src"))),
+    Builtin("bulk_commit", "hopper", STATEMENT, "cp.async.bulk.commit_group: closes the thread's current bulk group",
+            "no arguments"),
+    Builtin("bulk_wait", "hopper", STATEMENT,
+            "cp.async.bulk.wait_group.read n: at most n bulk groups still read their shared sources "
+            "(writes=True: wait_group n, their global writes complete too)",
+            "n is a constant in 0..7", (_p("n", 0),), (_p("writes", False),)),
+)
+
 # every unary entry of the table is a function (`neg(x)` is also written `-x`)
 _UNARY = tuple(
     Builtin(name, "compute", FRAGMENT, entry.doc, "a floating-point fragment; the result has its layout",
@@ -292,7 +307,7 @@ _VALUES = (
 )
 
 BUILTINS: dict[str, Builtin] = {b.name: b for b in (*_KERNEL, *_MEMORY, *_HOPPER, *_COMPUTE, *_WARP, *_LAYOUT,
-                                                   *_CONTROL, *_VALUES)}
+                                                   *_CONTROL, *_VALUES, *_TMA_STORE)}
 
 # mma atoms the front end refuses for now, and why
 

@@ -656,10 +656,36 @@ class WgmmaGroup:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
-HOPPER_STMTS = (MbarrierOp, Fence, TmaLoad, WgmmaGroup)
+@attrs.frozen
+class TmaStore:
+    """cp.async.bulk.tensor shared -> global of the whole tile of shared view `src` into global view
+    `dst` (box elements outside the tensor are not written), in the executing thread's current bulk
+    group. The async proxy reads `src` at some time before a `BulkGroup` wait retires the group:
+    generic writes to it must be fenced (fence_proxy_async) before, and it must not be rewritten
+    until then. Issued by every thread that runs it (guard it to one thread)."""
+
+    dst: View
+    src: View
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class BulkGroup:
+    """cp.async.bulk.commit_group (kind "commit") or cp.async.bulk.wait_group[.read] `pending` (kind
+    "wait"): at most `pending` of the thread's committed bulk groups stay in flight; with `read`
+    only their reads of shared memory are complete (the source may be rewritten), without it their
+    writes are too (visible)."""
+
+    kind: str
+    pending: int = 0
+    read: bool = True
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+HOPPER_STMTS = (MbarrierOp, Fence, TmaLoad, WgmmaGroup, TmaStore, BulkGroup)
 
 Stmt = (Let | Assign | SharedAlloc | Store | Stmatrix | CopyAsync | Commit | Wait | Barrier | For | If | Assert
-        | MbarrierOp | Fence | TmaLoad | WgmmaGroup)
+        | MbarrierOp | Fence | TmaLoad | WgmmaGroup | TmaStore | BulkGroup)
 
 # ---------------------------------------------------------------------------------------------
 # the kernel

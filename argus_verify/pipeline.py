@@ -35,7 +35,7 @@ def gpu_program(kernel: ir.Kernel, lower_options: Mapping | None = None) -> cuda
             cubin, report = ptxas.assemble_cubin(lk.ptx)
             stats = report.get(lk.entry)
         _PROGRAMS[lk.ptx] = cuda_backend.GpuProgram(lk.ptx, lk.entry, lk.params, lk.block, lk.dynamic_shared_bytes,
-                                                    cubin, stats)
+                                                    cubin, stats, tuple(lk.tmaps))
     return _PROGRAMS[lk.ptx]
 
 

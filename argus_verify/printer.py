@@ -72,6 +72,12 @@ def hopper_stmt_source(s) -> str:
                 "wgmma": "wgmma_fence()"}[s.kind]
     if isinstance(s, ir.TmaLoad):
         return f"tma_load({fmt_view(s.dst)}, {fmt_view(s.src)}, {fmt_view(s.bar)})"
+    if isinstance(s, ir.TmaStore):
+        return f"tma_store({fmt_view(s.dst)}, {fmt_view(s.src)})"
+    if isinstance(s, ir.BulkGroup):
+        if s.kind == "commit":
+            return "bulk_commit()"
+        return f"bulk_wait({s.pending}{'' if s.read else ', writes=True'})"
     return "wgmma_commit()" if s.kind == "commit" else f"wgmma_wait({s.pending})"
 
 
@@ -167,7 +173,7 @@ class _Statements(Visitor, families=("statements",)):
     def visit_MbarrierOp(self, s: ir.MbarrierOp, pad: str, indent: int) -> list[str]:
         return [pad + hopper_stmt_source(s)]
 
-    visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_MbarrierOp
+    visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_TmaStore = visit_BulkGroup = visit_MbarrierOp
 
     def visit_Assert(self, s: ir.Assert, pad: str, indent: int) -> list[str]:
         return [f"{pad}assert {fmt_iexpr(s.cond)}"]

@@ -429,6 +429,15 @@ ASYNC_OPS: dict[str, AsyncOp] = {o.name: o for o in (
                         "[{dst}], [{tmap}, {{{col}, {row}}}], [{bar}];",
             "the box at (col, row) of the tensor map into shared memory, zero outside the tensor; its bytes "
             "complete transactions on the mbarrier when they have landed"),
+    AsyncOp("tma.store", "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{tmap}, {{{col}, {row}}}], [{src}];",
+            "the box at (col, row) of the tensor map from shared memory, asynchronously in the thread's bulk "
+            "group; box elements outside the tensor are not written"),
+    AsyncOp("bulk.commit_group", "cp.async.bulk.commit_group;",
+            "closes the thread's group of bulk copies issued since"),
+    AsyncOp("bulk.wait_group.read", "cp.async.bulk.wait_group.read {n};",
+            "waits until at most n of the thread's committed bulk groups are still reading their shared sources"),
+    AsyncOp("bulk.wait_group", "cp.async.bulk.wait_group {n};",
+            "waits until at most n of the thread's committed bulk groups are in flight (their writes done)"),
     AsyncOp("wgmma.fence", "wgmma.fence.sync.aligned;", "orders earlier register accesses before later wgmmas"),
     AsyncOp("wgmma.mma_async", "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{d}}}, {desc_a}, {desc_b}, "
                                "{scale_d}, 1, 1, {trans_a}, {trans_b};",

@@ -117,6 +117,46 @@ class HopperLowering:
         self.notes.append(f"line {line}: tma_load {s.src.base} -> {s.dst.base}: {len(boxes)} box(es) of "
                           f"{b0.rows} x {b0.cols}, swizzle {b0.swizzle or 'none'}")
 
+    def _tensor_map(self, tensor: str, dtype: str, box: hopper.TmaBox) -> str:
+        """The register holding the generic address of the tensor map of `tensor` with `box`'s shape
+        and swizzle (one .param per distinct map: loads and stores of one shape share it)."""
+        key = (tensor, box.rows, box.cols, box.swizzle)
+        if key not in self.tmaps:
+            name = f"tmap{len(self.tmaps)}_{ident(tensor)}"
+            self.tmaps[key] = TensorMapSpec(name, tensor, dtype, box.rows, box.cols, box.swizzle)
+        spec = self.tmaps[key]
+        return self.em.input("b64", f"tmap:{spec.param}",
+                             f"mov.u64 {{d}}, {self.pname(spec.param)};\n    cvta.param.u64 {{d}}, {{d}};")
+
+    def visit_TmaStore(self, s: ir.TmaStore) -> None:
+        em = self.em
+        alloc = self.shared[s.src.base].alloc
+        try:
+            boxes = hopper.tma_boxes(alloc, s.src)
+        except ValueError as e:
+            raise LoweringError(f"tma_store: {e}", s.span) from None
+        tmap = self._tensor_map(s.dst.base, alloc.dtype, boxes[0])
+        base = self._view_base(s.src)
+        row = self.ival(s.dst.index[0].start)
+        col = self.ival(s.dst.index[1].start)
+        rr = str(row) if isinstance(row, int) else str(em.mat(row))
+        for box in boxes:
+            src = em.mat(em.add(base, box.smem))
+            c = em.add(col, box.col0)
+            cr = str(c) if isinstance(c, int) else str(em.mat(c))
+            em.emit(ASYNC_OPS["tma.store"].ptx.format(tmap=tmap, col=cr, row=rr, src=src))
+        b0 = boxes[0]
+        line = s.span.line if s.span is not None else 0
+        self.notes.append(f"line {line}: tma_store {s.src.base} -> {s.dst.base}: {len(boxes)} box(es) of "
+                          f"{b0.rows} x {b0.cols}, swizzle {b0.swizzle or 'none'}")
+
+    def visit_BulkGroup(self, s: ir.BulkGroup) -> None:
+        if s.kind == "commit":
+            self.em.emit(ASYNC_OPS["bulk.commit_group"].ptx)
+        else:
+            op = "bulk.wait_group.read" if s.read else "bulk.wait_group"
+            self.em.emit(ASYNC_OPS[op].ptx.format(n=s.pending))
+
     # -- wgmma -----------------------------------------------------------------------------------
     def visit_Wgmma(self, op: ir.Wgmma, s: ir.Assign) -> tuple:
         em = self.em

@@ -43,6 +43,7 @@ class GpuProgram:
     dynamic_shared_bytes: int  # what to pass at launch (0 when the allocations are static)
     cubin: bytes | None = None  # assembled ahead of time; None: the driver JIT-compiles `ptx`
     stats: object | None = None  # the assembler's resource report of the entry, when there is one
+    tmaps: tuple = ()  # lowering.hopper.TensorMapSpec of each "tmap" parameter (built at launch, runtime.tma)
 
 
 @attrs.define
@@ -123,12 +124,12 @@ def _device_dtype(dtype: str) -> np.dtype:
 
 
 def launch_args(program: GpuProgram, buffers, sizes: Mapping[str, int], scalars: Mapping) -> list:
-    """Kernel arguments in `program.params` order: device pointers, np.uint32 sizes, typed scalars."""
+    """Kernel arguments in `program.params` order: device pointers, np.uint32 sizes, typed scalars
+    (a program that takes tensor maps is launched by `tma_launch` instead)."""
     args = []
     for p in program.params:
         if p.kind == "tmap":
-            raise ValueError("this kernel takes TMA tensor maps: launch it with runtime.tma.TmaKernel "
-                             "(bench/gemm_wgmma.py); `argus run --gpu` / `argus bench` do not build them yet")
+            raise ValueError("this kernel takes TMA tensor maps: it is launched through runtime.tma.DriverProgram")
         if p.kind == "tensor":
             args.append(buffers[p.name])
         elif p.kind == "size":
@@ -140,6 +141,23 @@ def launch_args(program: GpuProgram, buffers, sizes: Mapping[str, int], scalars:
                 raise ValueError(f"scalar parameters of type {p.dtype} cannot be passed yet")
             args.append(_SCALAR_NP[p.dtype](scalars[p.name]))
     return args
+
+
+def tma_launch(program: GpuProgram, buffers, sizes: Mapping[str, int], scalars: Mapping, shapes: Mapping,
+               stream: int = 0):
+    """A launcher `f(grid)` of a program that takes tensor maps on `buffers` (anything `int()` turns
+    into a device address, by tensor name): the maps are built once here (runtime.tma, cuda-python;
+    without it a usage error), the launch goes through the driver API on `stream`."""
+    from argus_verify.runtime import cuda
+    from argus_verify.runtime.tma import DriverProgram, TmaError, param_buffers
+
+    cuda.ensure_context()
+    try:
+        prog = DriverProgram.of(program)
+        prepared = param_buffers(program, {n: int(buffers[n]) for n in buffers}, sizes, shapes, scalars)
+    except TmaError as e:
+        raise ValueError(str(e)) from None
+    return lambda grid: prog.launch(grid, prepared, stream)
 
 
 def _host_sets(kernel: ir.Kernel, inputs: Mapping[str, np.ndarray], shapes: dict) -> dict:
@@ -166,7 +184,7 @@ def run_cuda(kernel: ir.Kernel, program: GpuProgram, inputs: Mapping[str, np.nda
 
     scalars = dict(scalars or {})
     sizes = check_sizes(kernel, sizes, scalars)
-    loaded = load(program)
+    loaded = None if program.tmaps else load(program)  # tensor maps: runtime.tma loads it
     shapes = ir.tensor_shapes(kernel, sizes)
     host = _host_sets(kernel, inputs, shapes)
     outputs = [t.name for t in kernel.outputs]
@@ -177,8 +195,11 @@ def run_cuda(kernel: ir.Kernel, program: GpuProgram, inputs: Mapping[str, np.nda
         bufs.poison(*outputs)
         grid = grid_of(kernel, sizes, scalars)
         if min(grid) > 0:
-            cuda.launch(loaded.function, grid, (program.block, 1, 1), launch_args(program, bufs, sizes, scalars),
-                        shared_bytes=program.dynamic_shared_bytes)
+            if program.tmaps:
+                tma_launch(program, bufs, sizes, scalars, shapes)(grid)
+            else:
+                cuda.launch(loaded.function, grid, (program.block, 1, 1), launch_args(program, bufs, sizes, scalars),
+                            shared_bytes=program.dynamic_shared_bytes)
         cuda._drv().Context.synchronize()
         out = {}
         for t in kernel.outputs:
@@ -201,7 +222,7 @@ def bench_cuda(kernel: ir.Kernel, program: GpuProgram, sizes: Mapping[str, int],
 
     scalars = dict(scalars or {})
     sizes = check_sizes(kernel, sizes, scalars)
-    loaded = load(program)
+    loaded = None if program.tmaps else load(program)  # tensor maps: runtime.tma loads it
     shapes = ir.tensor_shapes(kernel, sizes)
     if inputs is None:
         rng = np.random.default_rng(seed)
@@ -219,11 +240,17 @@ def bench_cuda(kernel: ir.Kernel, program: GpuProgram, sizes: Mapping[str, int],
             sets.append(b)
             for t in kernel.inputs:
                 b.copy_in(t.name)
-        args = [launch_args(program, b, sizes, scalars) for b in sets]
         block = (program.block, 1, 1)
+        if program.tmaps:
+            launches = [tma_launch(program, b, sizes, scalars, shapes) for b in sets]
 
-        def run_once(k: int) -> None:
-            cuda.launch(loaded.function, grid, block, args[k], shared_bytes=program.dynamic_shared_bytes)
+            def run_once(k: int) -> None:
+                launches[k](grid)
+        else:
+            args = [launch_args(program, b, sizes, scalars) for b in sets]
+
+            def run_once(k: int) -> None:
+                cuda.launch(loaded.function, grid, block, args[k], shared_bytes=program.dynamic_shared_bytes)
 
         return cuda.time_kernel(run_once, warmup=warmup, reps=reps, rotations=n)
     finally:

@@ -80,6 +80,7 @@ class Launch:
         width = self.threads if schedule.lockstep else schedule.width
         units = [ThreadGroup(self, batch, t0, min(width, self.threads - t0)) for t0 in range(0, self.threads, width)]
         drive(units, schedule.policy(), batch)
+        units[0].exit_blocks()  # TMA stores still in flight at the blocks' exit
 
 
 @attrs.define
@@ -98,6 +99,8 @@ class BlockBatch:
         return len(self.blocks)
 
     def barrier(self) -> None:
+        if self.hopper is not None:
+            self.hopper.before_barrier(self.shared)  # TMA stores retired since the last barrier
         self.shared.barrier()
 
 

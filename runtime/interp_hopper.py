@@ -15,6 +15,13 @@ wrong answer or a reported deadlock:
   An accumulator written by an ordinary operation since the last `wgmma_fence` is read as NaN
   (unordered registers). Shared elements written by ordinary stores and not yet ordered by the
   writer's `fence_proxy_async` read as NaN through the async proxy.
+* a TMA store (`tma_store`) reads its shared tile through the TMA unit's address function, at some
+  time between its issue and the bulk wait that retires its group: it writes global memory when
+  that `bulk_wait` runs, with NaN wherever the tile was not ready for the async proxy at the issue
+  (ordinary writes not fenced, or not published by a barrier) or changed in between. A store still
+  in flight when its block exits reads shared memory the block no longer owns: NaN. Another thread's
+  write to the tile after the wait but before the next barrier() is not ordered after the store's
+  read: the elements it writes come out NaN too.
 
 Only the lockstep schedule runs these operations (wgmma is warpgroup-collective).
 """
@@ -82,6 +89,47 @@ class HopperState:
         self.groups: list[list[list[int]]] = [[] for _ in range(G)]  # per block: committed groups
         self.latest: dict[str, np.ndarray] = {}  # per name, per block: the in-flight op it will hold
         self.unfenced: set = set()  # fragments written by ordinary operations since wgmma_fence
+        self.bulk_open: dict = {}  # (block, thread) -> TMA stores issued, not committed
+        self.bulk_groups: dict = {}  # (block, thread) -> committed groups (lists of stores), oldest first
+        self.bulk_released: list = []  # (store, block, waiting thread, output array) retired since the last barrier
+
+    def before_barrier(self, shared) -> None:
+        """A barrier() publishes the threads' shared writes: a retired store's tile written since its
+        wait by a thread other than the waiting one may have been read with those values."""
+        for store, g, tid, arr in self.bulk_released:
+            if isinstance(shared, LockstepShared):
+                writer = shared.pend_writer[store.shared][g, store.off]
+                late = (writer >= 0) & (writer != tid)
+                if late.any():
+                    _write_global(arr, store, np.where(late, np.nan, _global_values(arr, store)))
+        self.bulk_released = []
+
+
+def _global_values(arr: np.ndarray, store) -> np.ndarray:
+    """[R, C] the global values at a store's tile (NaN outside the tensor)."""
+    rr, cc = np.meshgrid(store.rows, store.cols, indexing="ij")
+    inside = (rr >= 0) & (rr < arr.shape[0]) & (cc >= 0) & (cc < arr.shape[1])
+    return np.where(inside, arr[np.where(inside, rr, 0), np.where(inside, cc, 0)], np.nan)
+
+
+def _write_global(arr: np.ndarray, store, vals: np.ndarray) -> None:
+    """A TMA store's global writes: box elements outside the tensor are not written."""
+    rr, cc = np.meshgrid(store.rows, store.cols, indexing="ij")
+    inside = (rr >= 0) & (rr < arr.shape[0]) & (cc >= 0) & (cc < arr.shape[1])
+    arr[rr[inside], cc[inside]] = vals[inside].astype(arr.dtype)
+
+
+@attrs.define
+class BulkStore:
+    """One block's TMA store in flight: the global tile it writes and what it will read."""
+
+    tensor: str
+    rows: np.ndarray  # [R] global row of each tile row
+    cols: np.ndarray  # [C] global column of each tile column
+    shared: str
+    off: np.ndarray  # [R, C] element offsets the TMA unit reads
+    snap: np.ndarray  # [R, C] what it would read at the issue (NaN: not ready for the async proxy)
+    span: object
 
 
 class HopperOps:
@@ -257,6 +305,72 @@ class HopperOps:
         corners = np.zeros((self.count, 2, len(view.tile)), dtype=np.int64)
         corners[:, 1, :] = np.asarray(view.tile) - 1
         self.shared_offsets(view, self.view_coords(view, corners, env), active, stmt)
+    def visit_TmaStore(self, s: ir.TmaStore, env, active, loop):
+        st = self.hopper()
+        alloc = self.batch.shared.allocs[s.src.base]
+        esize = ir.DTYPE_BYTES[alloc.dtype]
+        try:
+            boxes = hopper.tma_boxes(alloc, s.src)
+        except ValueError as e:
+            raise ArgusRuntimeError(f"tma_store: {e}", s.span) from None
+        hw = hopper.tma_table(alloc, s.src, boxes) // esize  # elements from the view's element (0, 0)
+        rows, cols = hw.shape
+        g, t = np.nonzero(active)
+        base = self._view_base(s.src, env)[g, t]
+        r0 = self.per_thread(self.ieval(s.dst.index[0].start, env), np.int64)[g, t]
+        c0 = self.per_thread(self.ieval(s.dst.index[1].start, env), np.int64)[g, t]
+        for j in range(len(g)):
+            gb, tid = int(g[j]), int(self.tids[t[j]])
+            off = base[j] + hw
+            store = BulkStore(s.dst.base, r0[j] + np.arange(rows), c0[j] + np.arange(cols), s.src.base, off,
+                              self._async_read(s.src.base, gb, off), s.span)
+            st.bulk_open.setdefault((gb, tid), []).append(store)
+
+    def _async_read(self, name: str, g: int, off: np.ndarray) -> np.ndarray:
+        """What the async proxy reads from block g's shared `off` now: NaN where an ordinary write is
+        not fenced (fence_proxy_async) or not yet published to the block (barrier)."""
+        sh = self.batch.shared
+        n = sh.mem[name].shape[1]
+        inside = (off >= 0) & (off < n)
+        safe = np.where(inside, off, 0)
+        v = sh.mem[name][g, safe].astype(np.float64)
+        bad = (sh.generic[name][g, safe] >= 0) | ~inside
+        if isinstance(sh, LockstepShared):
+            bad |= sh.pend_writer[name][g, safe] >= 0
+        v[bad] = np.nan
+        return v
+
+    def visit_BulkGroup(self, s: ir.BulkGroup, env, active, loop):
+        st = self.hopper()
+        g, t = np.nonzero(active)
+        for gb, tid in zip(g.tolist(), self.tids[t].tolist(), strict=True):
+            key = (gb, tid)
+            if s.kind == "commit":
+                if st.bulk_open.get(key):
+                    st.bulk_groups.setdefault(key, []).append(st.bulk_open.pop(key))
+                continue
+            groups = st.bulk_groups.get(key, [])
+            while len(groups) > s.pending:
+                for store in groups.pop(0):
+                    now = self._async_read(store.shared, gb, store.off)
+                    same = (now == store.snap) | (np.isnan(now) & np.isnan(store.snap))
+                    self._bulk_write(store, np.where(same, store.snap, np.nan))
+                    st.bulk_released.append((store, gb, tid, self.launch.arrays[store.tensor]))
+
+    def _bulk_write(self, store: BulkStore, vals: np.ndarray) -> None:
+        _write_global(self.launch.arrays[store.tensor], store, vals)
+
+    def exit_blocks(self) -> None:
+        """The blocks of the batch exit: TMA stores not retired by a bulk_wait read shared memory
+        that is no longer theirs (their elements come out NaN)."""
+        st = self.batch.hopper
+        if st is None:
+            return
+        for key in set(st.bulk_open) | set(st.bulk_groups):
+            for store in [*st.bulk_open.get(key, []), *[x for grp in st.bulk_groups.get(key, []) for x in grp]]:
+                self._bulk_write(store, np.full(store.off.shape, np.nan))
+        st.bulk_open.clear()
+        st.bulk_groups.clear()
 
     def _view_base(self, view: ir.View, env) -> np.ndarray:
         """[G, T] element offset of the view's element (0, 0) under the declared layout."""

@@ -18,17 +18,29 @@ from collections.abc import Mapping
 import numpy as np
 
 from argus_verify import ir
+from argus_verify.diagnostics import ArgusError
+
+TMAP_BYTES = 128
 
 
 class TmaError(RuntimeError):
     pass
 
 
+class TmaUnavailable(ArgusError):
+    """The kernel takes tensor maps and NVIDIA's cuda-python, which builds them, is not installed."""
+
+
 def _driver():
     try:
-        from cuda.bindings import driver
-    except ImportError:  # older cuda-python
-        from cuda import cuda as driver  # type: ignore[no-redef]
+        try:
+            from cuda.bindings import driver
+        except ImportError:  # older cuda-python
+            from cuda import cuda as driver  # type: ignore[no-redef]
+    except ImportError:
+        raise TmaUnavailable("this kernel takes TMA tensor maps, which Argus builds with NVIDIA's cuda-python "
+                             "(cuTensorMapEncodeTiled): install it (pip install 'argus-verify[cuda]' or "
+                             "pip install cuda-python)") from None
     return driver
 
 
@@ -65,6 +77,74 @@ def encode_tensor_map(spec, address: int, rows: int, cols: int) -> bytes:
     if opaque is not None:
         return np.asarray(list(opaque), dtype=np.uint64).tobytes()
     return ctypes.string_at(int(tmap.getPtr()), 128)
+
+
+_SCALAR_C = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32, "u32": ctypes.c_uint32,
+             "i64": ctypes.c_int64, "u64": ctypes.c_uint64}
+
+
+def param_buffers(program, addresses: Mapping[str, int], sizes: Mapping[str, int], shapes: Mapping[str, tuple],
+                  scalars: Mapping | None = None) -> tuple:
+    """(buffers, pointer array) of one launch of `program` (a GpuProgram or LoweredKernel) that
+    takes tensor maps: every parameter in its own ctypes buffer, in `program.params` order, the
+    maps encoded over the tensors at device `addresses` with `shapes`."""
+    scalars = scalars or {}
+    maps = {m.param: m for m in program.tmaps}
+    bufs = []
+    for p in program.params:
+        if p.kind == "tmap":
+            m = maps[p.name]
+            rows, cols = shapes[m.tensor]
+            raw = encode_tensor_map(m, int(addresses[m.tensor]), int(rows), int(cols))
+            buf = (ctypes.c_uint8 * TMAP_BYTES).from_buffer_copy(raw)
+        elif p.kind == "tensor":
+            buf = ctypes.c_uint64(int(addresses[p.name]))
+        elif p.kind == "size":
+            buf = ctypes.c_uint32(int(sizes[p.name]))
+        elif p.dtype in _SCALAR_C and p.name in scalars:
+            buf = _SCALAR_C[p.dtype](scalars[p.name])
+        else:
+            raise TmaError(f"scalar parameter {p.name} ({p.dtype}): no value, or not passable yet")
+        bufs.append(buf)
+    ptrs = (ctypes.c_void_p * len(bufs))(*[ctypes.addressof(b) for b in bufs])
+    return bufs, ptrs
+
+
+_DRIVER_PROGRAMS: dict = {}
+
+
+class DriverProgram:
+    """A GpuProgram that takes tensor maps, loaded through the driver API (cuda-python) into the
+    context current on this thread, and launched with every parameter passed by pointer (the
+    driver lays them out by the entry's declaration), as `TmaKernel` does on torch tensors. The
+    image is the PTX (JIT-compiled by the driver) unless `cubin` is asked for."""
+
+    def __init__(self, program, cubin: bool = False):
+        drv = _driver()
+        self.program = program
+        data = program.cubin if cubin and program.cubin is not None else program.ptx.encode() + b"\0"
+        self.module = _check(drv.cuModuleLoadData(data), "cuModuleLoadData")
+        self.func = _check(drv.cuModuleGetFunction(self.module, program.entry.encode()), "cuModuleGetFunction")
+        if program.dynamic_shared_bytes:
+            _check(drv.cuFuncSetAttribute(
+                self.func, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                program.dynamic_shared_bytes), "cuFuncSetAttribute")
+
+    @classmethod
+    def of(cls, program) -> DriverProgram:
+        """The program loaded once per process (the context is the device's primary one)."""
+        hit = _DRIVER_PROGRAMS.get(program.ptx)
+        if hit is None:
+            hit = _DRIVER_PROGRAMS[program.ptx] = cls(program)
+        return hit
+
+    def launch(self, grid: tuple, prepared: tuple, stream: int = 0) -> None:
+        drv = _driver()
+        _, ptrs = prepared
+        gx, gy, gz = (int(g) for g in grid)
+        _check(drv.cuLaunchKernel(self.func, gx, gy, gz, self.program.block, 1, 1,
+                                  self.program.dynamic_shared_bytes, stream, ctypes.addressof(ptrs), 0),
+               "cuLaunchKernel")
 
 
 class TmaKernel:

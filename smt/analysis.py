@@ -35,6 +35,7 @@ from argus_verify.smt.control import ControlMixin
 from argus_verify.smt.demand import Demand
 from argus_verify.smt.diag import AnalysisError, src_text
 from argus_verify.smt.hopper import HopperMixin
+from argus_verify.smt.hopper_store import HopperStoreMixin
 from argus_verify.smt.ints import IntCompiler, TagTerms, combine, named_int
 from argus_verify.smt.memory import MemoryMixin
 from argus_verify.smt.sync import SyncMixin
@@ -49,6 +50,7 @@ __all__ = ["Analysis", "AnalysisError"]
 class Analysis(
     MemoryMixin,
     HopperMixin,
+    HopperStoreMixin,
     SyncMixin,
     ComputeMixin,
     WarpMixin,

@@ -16,7 +16,11 @@ For a kernel that uses them, `check_protocol(kernel)` returns one result per obl
                      completes on it
   descriptor-layout  every wgmma descriptor the compiler derives reads exactly the elements the
                      declared layout places (argus_verify.hopper, compared element by element)
-  tma-box            every TMA box writes exactly where the declared layout places the tile
+  tma-box            every TMA box writes (loads) or reads (stores) exactly where the declared layout
+                     places the tile
+  bulk-group         the shared tile of a TMA store is not written again, by any thread, before a
+                     bulk_wait of the issuing thread retired the store (and a barrier() published that
+                     wait to the other writers), and the block does not exit before it
 
 The last two are exhaustive comparisons over the (constant) tiles: proofs. The protocol ones are
 checked by executing the kernel's protocol skeleton (integers, control flow, barrier states, copy
@@ -33,6 +37,7 @@ from __future__ import annotations
 import itertools
 import time
 
+import attrs
 import numpy as np
 
 from argus_verify import hopper, ir
@@ -40,7 +45,7 @@ from argus_verify.diagnostics import Span
 from argus_verify.smt.report import ObligationResult
 
 PROTOCOL = ("mbarrier-tx", "mbarrier-phase", "stage-reuse", "wgmma-accumulator", "async-proxy-fence",
-            "descriptor-layout", "tma-box")
+            "descriptor-layout", "tma-box", "bulk-group")
 
 MAX_RUNS = 400
 _OFFSETS: dict = {}  # (view, index values, slice starts) -> element offsets (layouts are constant)
@@ -58,7 +63,164 @@ class _Deadlock(Exception):
     pass
 
 
-class Skeleton:
+class BulkState:
+    """The TMA stores of one block and what their shared sources may still be read for."""
+
+    def __init__(self, allocs: dict):
+        self.open: dict = {}  # issuing thread -> stores not committed
+        self.groups: dict = {}  # issuing thread -> committed groups, oldest first
+        self.released: list = []  # stores retired by a bulk_wait not yet published by a barrier()
+        self.sums: list = []  # the accumulator records (_Rec) stored into shared memory
+        self.sum_id = {a: np.full(al.size_elems, -1) for a, al in allocs.items()}  # element -> its sum
+        self.unpublished = {a: np.full(al.size_elems, -1) for a, al in allocs.items()}  # writer, -2 several
+
+    def in_flight(self) -> list:
+        return [st for v in self.open.values() for st in v] + \
+            [st for v in self.groups.values() for grp in v for st in grp]
+
+
+class BulkSteps:
+    """The Skeleton's handlers of TMA stores and bulk groups (mixed into Skeleton)."""
+
+    def bulk_step(self, s, env, active) -> bool:
+        """Handle `s` where it concerns TMA stores; True when nothing is left for `step` to do."""
+        if isinstance(s, ir.TmaStore):
+            self.tma_store(s, env, active)
+            return True
+        if isinstance(s, ir.BulkGroup):
+            self.bulk_group(s, active)
+            return True
+        if isinstance(s, ir.Barrier):
+            self.bulk.released = []
+            for w in self.bulk.unpublished.values():
+                w[:] = -1
+            return False
+        if isinstance(s, ir.Assign) and isinstance(s.op, ir.Cast) and isinstance(self.acc_rec.get(s.op.arg), _Rec):
+            # a rounded accumulator holds the same sums: follow it (as `assign` does for the rest)
+            self.read_frag(s.op.arg, s)
+            self.acc_rec[s.name] = self.acc_rec[s.op.arg].copy()
+            self.unfenced[s.name] = s.span
+            self.pending_acc.pop(s.name, None)
+            return True
+        dst = s.dst if isinstance(s, (ir.Store, ir.Stmatrix, ir.TmaLoad)) else None
+        if dst is None or dst.space != "shared":
+            return False
+        off = self.offsets(dst, env, active)[0]
+        self.bulk_write(dst.base, off, s.span, active)
+        if not isinstance(s, ir.TmaLoad):  # an ordinary write: other threads see it after a barrier()
+            writers = self.tids[active]
+            self.bulk.unpublished[dst.base][off] = int(writers[0]) if len(writers) == 1 else -2
+        rec = self.acc_rec.get(s.value) if isinstance(s, ir.Store) else None
+        self.bulk.sum_id[dst.base][off] = -1
+        if not isinstance(rec, _Rec) or rec.rows is None or s.where is not None or not active.all():
+            return False
+        # a stored accumulator: each shared element holds the sum of its output row and column
+        self.read_frag(s.value, s)
+        self.generic[dst.base][off] = 0
+        rows, cols = dst.tile
+        self.bulk.sums.append(rec.copy())
+        self.bulk.sum_id[dst.base][off] = len(self.bulk.sums) - 1
+        self.tag[dst.base][off] = np.stack([np.full(rows * cols, -4), np.repeat(rec.rows, cols),
+                                            np.tile(rec.cols, rows)], -1)
+        return True
+
+    def bulk_write(self, base: str, off, span, active) -> None:
+        """An ordinary or TMA write of shared elements `off` of `base`: no TMA store may still read them."""
+        flying = self.bulk.in_flight()
+        if not flying and not self.bulk.released:
+            return
+        hit = np.zeros(len(self.bulk.sum_id[base]), dtype=bool)
+        hit[off] = True
+        for st in flying:
+            if st["alloc"] == base and st["mask"][hit].any():
+                self.fail("bulk-group", span, f"{base} is written while the TMA store at line {st['span'].line} "
+                          f"({_loop(st['loop'])}) may still read it",
+                          ["a bulk_wait of the storing thread must retire the store before its source is written "
+                           "again (then a barrier() for the other threads)"], store_line=st["span"].line)
+        for st in self.bulk.released:
+            others = self.tids[active][self.tids[active] != st["tid"]]
+            if st["alloc"] == base and st["mask"][hit].any() and len(others):
+                self.fail("bulk-group", span, f"threads {int(others[0])}.. write {base} after thread {st['tid']}'s "
+                          f"bulk_wait with no barrier() between: the TMA store at line {st['span'].line} may still "
+                          "read it for them", ["a barrier() after the bulk_wait orders it before the other threads' "
+                                               "writes"], store_line=st["span"].line)
+
+    def tma_store(self, s: ir.TmaStore, env, active) -> None:
+        off = self.offsets(s.src, env, active)[0]
+        if (self.generic[s.src.base][off] >= 0).any():
+            self.fail("async-proxy-fence", s.span, f"the TMA store (async proxy) reads {s.src.base} written by "
+                      "ordinary stores not ordered by fence_proxy_async",
+                      ["each writing thread needs fence_proxy_async() after its stores, then a barrier() before "
+                       "the store"])
+        writers = self.bulk.unpublished[s.src.base][off]
+        for t in self.tids[active]:
+            if ((writers >= 0) & (writers != t) | (writers == -2)).any():
+                self.fail("async-proxy-fence", s.span, f"the TMA store of thread {int(t)} reads {s.src.base} written "
+                          "by other threads with no barrier() since", ["fence_proxy_async(), then barrier(), then "
+                                                                       "the store"])
+        self.bulk_store_tags(s, env, active, off)
+        mask = np.zeros(len(self.bulk.sum_id[s.src.base]), dtype=bool)
+        mask[off] = True
+        for t in self.tids[active]:
+            self.bulk.open.setdefault(int(t), []).append({"alloc": s.src.base, "mask": mask, "span": s.span,
+                                                          "loop": self.where(), "tid": int(t)})
+
+    def bulk_group(self, s: ir.BulkGroup, active) -> None:
+        for t in (int(x) for x in self.tids[active]):
+            if s.kind == "commit":
+                if self.bulk.open.get(t):
+                    self.bulk.groups.setdefault(t, []).append(self.bulk.open.pop(t))
+                continue
+            groups = self.bulk.groups.get(t, [])
+            while len(groups) > s.pending:
+                self.bulk.released += groups.pop(0)
+
+    def bulk_exit(self) -> None:
+        """The block's end: no TMA store may still read its shared memory."""
+        left = self.bulk.in_flight()
+        if left:
+            st = left[0]
+            self.active = np.isin(self.tids, [st["tid"]])
+            self.fail("bulk-group", st["span"], f"the block exits while the TMA store ({_loop(st['loop'])}) may "
+                      f"still read {st['alloc']}: no bulk_wait of thread {st['tid']} retires it",
+                      ["bulk_commit() then bulk_wait(0) before the end of the kernel"], store_line=st["span"].line)
+
+    def bulk_store_tags(self, s: ir.TmaStore, env, active, off) -> None:
+        """A TMA store of stored accumulators: every element inside the tensor is the sum of its own
+        output row and column, and every k of the contract entered that sum exactly once."""
+        if self.gemm is None or not self.k.param(s.dst.base).output:
+            return
+        tags, ids = self.tag[s.src.base][off], self.bulk.sum_id[s.src.base][off]
+        if (tags[:, 0] != -4).any() or (ids < 0).any():
+            self.tag_unknown = True
+            return
+        self.stored = True
+        r0 = self.uni(s.dst.index[0].start, env, active)
+        c0 = self.uni(s.dst.index[1].start, env, active)
+        rows, cols = s.dst.tile
+        self.writes.append((s, r0, c0, s.dst.tile))
+        shape = [int(self.ev(d, {})) if not isinstance(d, ir.IConst) else d.value
+                 for d in self.k.param(s.dst.base).shape]
+        rr, cc = np.repeat(r0 + np.arange(rows), cols), np.tile(c0 + np.arange(cols), rows)
+        inside = (rr < shape[0]) & (cc < shape[1])
+        bad = inside & ((tags[:, 1] != rr) | (tags[:, 2] != cc))
+        if bad.any():
+            j = int(np.argmax(bad))
+            self.fail("output-contract", s.span, f"{s.dst.base}[{int(rr[j])}, {int(cc[j])}] receives the sum of row "
+                      f"{int(tags[j, 1])}, column {int(tags[j, 2])}", [f"block {self.block}"], block=list(self.block))
+        K = int(self.sizes[self.gemm[2]])
+        for i in np.unique(ids[inside]):
+            rec = self.bulk.sums[int(i)]
+            counts = np.array([rec.k.get(k, 0) for k in range(K)])
+            extra = sorted(set(rec.k) - set(range(K)))
+            if (counts != 1).any() or extra:
+                k = int(np.argmax(counts != 1)) if (counts != 1).any() else extra[0]
+                n = int(counts[k]) if k < K else rec.k[k]
+                self.fail("reduction-coverage", self.gemm[3], f"k = {k} enters {s.dst.base}'s sum {n} times, not "
+                          "once", [f"block {self.block}, stored at line {s.span.line}"], block=list(self.block))
+
+
+class Skeleton(BulkSteps):
     """One block's protocol state, executed statement by statement for every thread."""
 
     def __init__(self, kernel: ir.Kernel, sizes: dict, block: tuple = (0, 0, 0), grid: tuple = (1, 1, 1)):
@@ -86,6 +248,7 @@ class Skeleton:
         self.acc_rec: dict = {}  # accumulator name -> what its wgmmas summed (see wgmma_tags)
         self.gemm = _gemm_contract(kernel)
         self.writes: list = []  # (store, row start, column start, tile) of each stored accumulator
+        self.bulk = BulkState(self.allocs)
 
     # -- integers -------------------------------------------------------------------------------
     def ev(self, e: ir.IExpr, env):
@@ -130,6 +293,8 @@ class Skeleton:
 
     def step(self, s, env, active):
         self.active = active
+        if self.bulk_step(s, env, active):
+            return
         if isinstance(s, ir.Let):
             env[s.name] = np.where(active, self.ev(s.value, env), env.get(s.name, 0)) \
                 if np.ndim(self.ev(s.value, env)) or s.name in env else self.ev(s.value, env)
@@ -589,6 +754,8 @@ def _layout_checks(kernel: ir.Kernel) -> tuple[list, list]:
     for s in ir.walk_stmts(kernel.body):
         if isinstance(s, ir.TmaLoad):
             box.append(_check_tma(allocs[s.dst.base], s))
+        elif isinstance(s, ir.TmaStore):
+            box.append(_check_tma_store(allocs[s.src.base], s))
         elif isinstance(s, ir.Assign) and isinstance(s.op, ir.Wgmma):
             for which, view in (("a", s.op.a), ("b", s.op.b)):
                 desc.append(_check_desc(allocs[view.base], view, which, s))
@@ -629,6 +796,22 @@ def _check_tma(alloc, s) -> ObligationResult:
     return ObligationResult("tma-box", "proved", s.span,
                             f"{len(boxes)} TMA box(es) of {b0.rows} x {b0.cols} (swizzle {b0.swizzle or 'none'}) "
                             f"write {s.dst.base} exactly as its layout places it")
+
+
+@attrs.frozen
+class _StoreBox:
+    """A TMA store's shared tile, in the shape `_check_tma` takes (the boxes are the loads')."""
+
+    dst: ir.View
+    span: object
+
+
+def _check_tma_store(alloc, s: ir.TmaStore) -> ObligationResult:
+    """`tma-box` of a store: the boxes read the tile where the layout places it (the same address
+    function as a load's)."""
+    r = _check_tma(alloc, _StoreBox(s.src, s.span))
+    r.message = r.message.replace(" write ", " read ").replace(" writes ", " reads ")
+    return r
 
 
 def _check_desc(alloc, view, which, s) -> ObligationResult:
@@ -724,6 +907,7 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
             sk = Skeleton(kernel, sizes, block, grid[:3])
             try:
                 sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
+                sk.bulk_exit()
             except Violation as v:
                 found.setdefault(v.obligation, v)
                 complete = False
@@ -776,6 +960,10 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
                                         detail=v.detail, explanation=v.explanation))
         else:
             out.append(ObligationResult(name, "proved", first.get(name) or kernel.span, f"{msg} ({scope})"))
+    if any(isinstance(s, ir.TmaStore) for s in ir.walk_stmts(kernel.body)):
+        out.append(_result("bulk-group", found, first.get("bulk-group") or kernel.span,
+                           "no TMA store's shared tile is written again before a bulk_wait retired it, nor does "
+                           f"the block exit before ({scope})"))
     out += desc + box
     gemm = _gemm_contract(kernel)
     tags = {"tag-assertion": "wgmma products agree on k: each k step multiplies one column of "
@@ -801,6 +989,15 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
     for r in out:
         r.seconds = dt / max(1, len(out))
     return out
+
+
+def _result(name, found, where, msg) -> ObligationResult:
+    if name in found:
+        v = found[name]
+        return ObligationResult(name, "violated", v.span or where, v.message,
+                                witness={"sizes": v.detail["sizes"], "loop": v.detail.get("loop", {})},
+                                detail=v.detail, explanation=v.explanation)
+    return ObligationResult(name, "proved", where, msg)
 
 
 def _control_sizes(kernel) -> set:
@@ -854,6 +1051,9 @@ def _first_spans(kernel) -> dict:
             out.setdefault("async-proxy-fence", s.span)
         if isinstance(s, ir.Store) and s.dst.space == "global":
             out.setdefault("store", s.span)
+        if isinstance(s, ir.TmaStore):
+            out.setdefault("store", s.span)
+            out.setdefault("bulk-group", s.span)
     return out
 
 

@@ -34,6 +34,7 @@ OBLIGATIONS = (
     "async-proxy-fence",
     "descriptor-layout",
     "tma-box",
+    "bulk-group",
 )
 WARNINGS = ("bank-conflict", "uncoalesced")
 AUDIT_ONLY = ("shuffle", "cp-async")  # raised by `argus audit` on PTX; .arg kernels get them by construction

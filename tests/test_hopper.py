@@ -104,7 +104,8 @@ def test_generic_stores_fenced_for_the_async_proxy_are_correct_and_proved():
     k = compile_file(str(GENERIC_B))
     assert _rel(interp.run(k, {"A": a, "B": b}, {"M": 70, "N": 72, "K": 200})["C"], ref) < 1e-6
     res = {(r.obligation, r.status) for r in smt.verify(k, checks=PROTOCOL).results}
-    assert all(status == "proved" for _, status in res) and {o for o, _ in res} == set(PROTOCOL)
+    # bulk-group is reported for kernels with TMA stores only (tests/test_hopper_store.py)
+    assert all(status == "proved" for _, status in res) and {o for o, _ in res} == set(PROTOCOL) - {"bulk-group"}
 
 
 def test_the_protocol_obligations_are_proved_on_the_gemm_quickly():
@@ -113,7 +114,7 @@ def test_the_protocol_obligations_are_proved_on_the_gemm_quickly():
     rep = smt.verify(k)
     assert time.perf_counter() - t0 < 20.0  # ~2 s alone on a 2-core machine; generous under load
     proto = [r for r in rep.results if r.obligation in PROTOCOL]
-    assert {r.obligation for r in proto} == set(PROTOCOL)
+    assert {r.obligation for r in proto} == set(PROTOCOL) - {"bulk-group"}
     assert all(r.status == "proved" for r in proto), [(r.obligation, r.message) for r in proto]
     # every obligation proved; the tag obligations by the solver through TMA and wgmma (for all
     # sizes, not the skeleton's bounded runs), and the race and initialisation proofs saying which
