@@ -656,10 +656,19 @@ class WgmmaGroup:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
-HOPPER_STMTS = (MbarrierOp, Fence, TmaLoad, WgmmaGroup)
+@attrs.frozen
+class SetMaxNReg:
+    """setmaxnreg: the warpgroup's per-thread register count becomes `count` (the first statement of a
+    warpgroup role; argus_verify/roles.py)."""
+
+    count: int
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+HOPPER_STMTS = (MbarrierOp, Fence, TmaLoad, WgmmaGroup, SetMaxNReg)
 
 Stmt = (Let | Assign | SharedAlloc | Store | Stmatrix | CopyAsync | Commit | Wait | Barrier | For | If | Assert
-        | MbarrierOp | Fence | TmaLoad | WgmmaGroup)
+        | MbarrierOp | Fence | TmaLoad | WgmmaGroup | SetMaxNReg)
 
 # ---------------------------------------------------------------------------------------------
 # the kernel

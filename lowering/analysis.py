@@ -71,7 +71,7 @@ class Reads(Visitor, families=("statements", "fragment_ops")):
 
     # assertions are proved, not executed: they read nothing at run time
     visit_SharedAlloc = visit_Commit = visit_Wait = visit_Barrier = visit_Assert = _nothing
-    visit_Fence = visit_WgmmaGroup = _nothing
+    visit_Fence = visit_WgmmaGroup = visit_SetMaxNReg = _nothing
 
     def visit_Load(self, op: ir.Load) -> set:
         return view_names(op.src)
@@ -143,7 +143,7 @@ class Appearances(Visitor, families=("statements",)):
 
     visit_Let = visit_Assign = _defining
     visit_SharedAlloc = visit_Store = visit_Stmatrix = visit_CopyAsync = visit_Commit = visit_Wait = _plain
-    visit_Barrier = visit_MbarrierOp = visit_Fence = visit_TmaLoad = visit_WgmmaGroup = _plain
+    visit_Barrier = visit_MbarrierOp = visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_SetMaxNReg = _plain
 
 
 def appearances(body) -> list:

@@ -30,6 +30,7 @@ from argus_verify.runtime.interp_compute import ComputeOps
 from argus_verify.runtime.interp_control import ControlOps, TraceEvent
 from argus_verify.runtime.interp_hopper import HopperOps, HopperState
 from argus_verify.runtime.interp_memory import AsyncCopies, LockstepShared, MemoryOps, SharedMemory
+from argus_verify.runtime.interp_roles import drive_roles, uses_roles
 from argus_verify.runtime.interp_warp import WarpOps
 from argus_verify.runtime.schedules import Schedule, drive
 from argus_verify.semantics import round_to
@@ -77,6 +78,9 @@ class Launch:
         shared = LockstepShared(len(blocks)) if schedule.lockstep else SharedMemory(len(blocks))
         batch = BlockBatch(blocks, self.threads, shared, AsyncCopies(len(blocks), self.threads),
                            schedule.copies == "early", HopperState(len(blocks)))
+        if schedule.lockstep and uses_roles(self.kernel):  # warpgroup roles: one unit per warpgroup
+            drive_roles([ThreadGroup(self, batch, t0, 128) for t0 in range(0, self.threads, 128)], batch)
+            return
         width = self.threads if schedule.lockstep else schedule.width
         units = [ThreadGroup(self, batch, t0, min(width, self.threads - t0)) for t0 in range(0, self.threads, width)]
         drive(units, schedule.policy(), batch)

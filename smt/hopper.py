@@ -20,7 +20,7 @@ class HopperMixin:
     def visit_MbarrierOp(self, s: ir.MbarrierOp, node, env):
         self._hopper(s)
 
-    visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_MbarrierOp
+    visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_SetMaxNReg = visit_MbarrierOp
 
     def visit_Wgmma(self, op: ir.Wgmma, s, node, env, label, ld):
         self._hopper(s)
