@@ -662,6 +662,7 @@ class SetMaxNReg:
     warpgroup role; argus_verify/roles.py)."""
 
     count: int
+    const: str | None = attrs.field(default=None, eq=False)  # the compile-time constant it names, if any
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 

@@ -150,3 +150,12 @@ def register_plan(kernel: ir.Kernel) -> tuple[int, list[tuple[Role, str]]]:
         raise ValueError(f"the roles' register counts ({parts} per thread, 128 threads per warpgroup) need "
                          f"{total} registers, over the {REGISTER_FILE} of the register file", worst.span)
     return launch, plan
+
+
+def register_only_values(kernel: ir.Kernel) -> set:
+    """Values of the compile-time constants that setmaxnreg names (register counts, no size quantum),
+    unless another constant has the same value."""
+    named = {s.const for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.SetMaxNReg) and s.const}
+    values = dict(kernel.consts)
+    return {values[n] for n in named
+            if n in values and not any(v == values[n] and m not in named for m, v in kernel.consts)}

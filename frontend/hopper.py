@@ -162,7 +162,9 @@ def setmaxnreg(site: CallSite):
     if b.role is None or b.out or len(b.scopes) != b.role_scope_depth:
         raise b.err(site.node, "setmaxnreg must be the first statement of a warpgroup role (a branch of an if "
                                "on warpgroup_id)")
-    b.out.append(ir.SetMaxNReg(n, b.sp(site.node)))
+    node = site.args[0]
+    named = str(node.children[0]) if getattr(node, "data", None) == "name" and node.children else None
+    b.out.append(ir.SetMaxNReg(n, named if named in b.consts else None, b.sp(site.node)))
 
 
 HANDLERS = {"mbarrier": mbarrier, "mbarrier_init": mbarrier_init, "mbarrier_arrive": mbarrier_arrive,

@@ -34,13 +34,11 @@ def drive_roles(units: list, batch) -> None:
     states = [UnitState(u, u.run()) for u in units]
     hop = batch.hopper
     while True:
+        for st in states:  # a stopped unit retries once another arrived or a copy was issued
+            if st.status == BLOCKED and st.event.progress != hop.progress:
+                st.status = "ready"
         ready = [st for st in states if st.status == "ready"]
         if not ready:
-            retry = [st for st in states if st.status == BLOCKED and st.event.progress != hop.progress]
-            if retry:
-                for st in retry:
-                    st.status = "ready"
-                continue
             live = [st for st in states if st.status != "done"]
             if not live:
                 return
