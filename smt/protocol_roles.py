@@ -280,22 +280,27 @@ class RoleSkeleton(Skeleton):
 
     # -- stores of a consumer warpgroup: its rows of the tile ------------------------------------------
     def store_tags(self, s: ir.Store, env, active) -> None:
-        n = len(self.writes)
-        super().store_tags(s, env, np.ones(self.T, dtype=bool))
-        if len(self.writes) == n or active.all():
+        rec = self.acc_rec.get(s.value, "none")
+        if rec == "none" or rec is None or getattr(rec, "rows", None) is None or self.gemm is None \
+                or not self.k.param(s.dst.base).output or active.all():
+            super().store_tags(s, env, active)
             return
-        st, r0, c0, _ = self.writes.pop()
+        before = getattr(self, "tag_unknown", False)
+        super().store_tags(s, env, active)  # the rows, columns and k coverage of the stored sums
+        self.tag_unknown = before  # the lockstep rule (every thread stores the whole tile) does not apply
         tids = self.tids[active]
         key = (s.value, int(tids[0]), int(tids[-1]), len(tids))
         rects = _PLAN["rects"]  # (fragment, threads) -> the tile rectangle those threads hold
         if key not in rects:
             rects[key] = _rectangle(self.frag_tables.get(s.value), tids)
         rect = rects[key]
-        if rect is None:
-            self.tag_unknown = True  # not a rectangle of the tile: not followed
+        if rect is None or s.where is not None:
+            self.tag_unknown = True  # not a rectangle of the tile, or masked: not followed
             return
         (r, c), shape = rect
-        self.writes.append((st, r0 + r, c0 + c, shape))
+        r0 = self.uni(s.dst.index[0].start, env, active)
+        c0 = self.uni(s.dst.index[1].start, env, active)
+        self.writes.append((s, r0 + r, c0 + c, shape))
 
     # -- deadlock ----------------------------------------------------------------------------------
     def _deadlock(self, units) -> None:
