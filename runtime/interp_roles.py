@@ -45,7 +45,7 @@ def drive_roles(units: list, batch) -> None:
             if all(st.status == "barrier" for st in live):
                 release_barrier(states, batch)
                 continue
-            raise ArgusRuntimeError(_deadlock(states, names), _first_blocked(states))
+            raise ArgusRuntimeError(_deadlock(states, names), _first_blocked(states, names))
         st = ready[-1]
         _advance(st)
 
@@ -91,11 +91,12 @@ def _deadlock(states, names) -> str:
     return "deadlock: every warpgroup is stopped and none can go on: " + "; ".join(parts)
 
 
-def _first_blocked(states):
-    for st in states:
-        if st.status == BLOCKED:
-            return st.event.stmt.span
-    return None
+def _first_blocked(states, names):
+    """The span to report: the producer's stopped wait (the pipeline's head), else the first one."""
+    stopped = [st for st in states if st.status == BLOCKED]
+    producer = [st for st in stopped if names.get(st.unit.first_thread // roles.WARPGROUP, "").startswith("producer")]
+    first = (producer or stopped or [None])[0]
+    return first.event.stmt.span if first is not None else None
 
 
 __all__ = ["drive_roles", "uses_roles"]
