@@ -14,6 +14,8 @@ note "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,clocks.max.sm --format
 
 timeout 60 python3 bench/gemm_wgmma.py --no-verify --check-only --spec $ws --out "$res/ws_check" >"$res/ws_check.log" 2>&1
 note "ws ragged checks: rc=$? $(grep -E '^check|checks:' "$res/ws_check.log" | tr '\n' ' ')"
+timeout 60 python3 -m pytest -m cuda tests/test_hopper_ws.py -q -p no:cacheprovider >"$res/pytest_cuda.log" 2>&1
+note "pytest -m cuda tests/test_hopper_ws.py: rc=$? $(tail -1 "$res/pytest_cuda.log")"
 
 # SASS: setmaxnreg (USETMAXREG) in each role, the launch register count
 if [ -f "$res/ws_check/gemm_wgmma.ptx" ]; then

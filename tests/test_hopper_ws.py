@@ -131,3 +131,24 @@ def test_a_ws_deadlock_in_the_interpreter_names_role_barrier_and_phase():
     assert "deadlock" in msg and "warpgroup 2, producer role" in msg and "empty[0]" in msg and "phase 0" in msg
     assert "warpgroup 0, consumer role" in msg and "full[0]" in msg
     assert e.value.span.line == 40  # the producer's wait on empty, the head of the stopped pipeline
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("m,n,k", [(150, 200, 328), (257, 264, 600), (1000, 1000, 1000)])
+def test_ws_gemm_on_the_gpu(m, n, k):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("cuda.bindings")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    from argus_verify.runtime.tma import TmaKernel
+
+    kern = TmaKernel(lower(compile_file(str(WS))))
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    kern({"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k})
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    assert not torch.isnan(c).any()
+    assert float((c.double() - ref).norm() / ref.norm()) < 1e-5
