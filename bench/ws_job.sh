@@ -35,17 +35,18 @@ run_bench() {  # name spec consts timed
     note "$(grep -E '^\||^checks' "$res/$name.log")"
 }
 ALL=2048x2048x2048,4096x4096x4096,8192x8192x8192,4096x14336x4096
+TWO=4096x4096x4096,8192x8192x8192
 run_bench ws $ws "" $ALL
 run_bench persistent $pers "" $ALL
+run_bench ws_bk32_s8 $ws "BK=32,SWA=2,STAGES=8" $ALL
+run_bench ws_bk32_s9 $ws "BK=32,SWA=2,STAGES=9" $TWO
+run_bench ws_bn128_s6 $ws "BN=128,STAGES=6" $TWO
 
+SAN_CONSTS="BK=32,SWA=2,STAGES=8"  # the default configuration was clean in the first batch
 for tool in memcheck racecheck synccheck; do
-    [ "$(left)" -lt 30 ] && { note "sanitizer $tool: skipped (time)"; continue; }
+    [ "$(left)" -lt 40 ] && { note "sanitizer $tool: skipped (time)"; continue; }
     timeout 60 compute-sanitizer --tool $tool --report-api-errors no python3 bench/gemm_wgmma.py --no-verify \
-        --check-only --spec $ws --consts SMS=8 --ragged 150x200x328,257x264x600 --out "$res/san_$tool" >"$res/san_$tool.log" 2>&1
-    note "sanitizer $tool ws 150x200x328,257x264x600 SMS=8: rc=$? $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY|checks:' "$res/san_$tool.log" | tr '\n' ' ')"
+        --check-only --spec $ws --consts SMS=8${SAN_CONSTS:+,$SAN_CONSTS} --ragged 150x200x328,257x264x600 --out "$res/san_$tool" >"$res/san_$tool.log" 2>&1
+    note "sanitizer $tool ws ${SAN_CONSTS:-default} 150x200x328,257x264x600 SMS=8: rc=$? $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY|checks:' "$res/san_$tool.log" | tr '\n' ' ')"
 done
-
-run_bench ws_regs24_240 $ws "PRODUCER_REGS=24,CONSUMER_REGS=240" 4096x4096x4096,8192x8192x8192
-run_bench ws_256x128 $ws "BM=256,BN=128" 4096x4096x4096,8192x8192x8192
-run_bench ws_group16 $ws "GROUP=16" 4096x4096x4096,8192x8192x8192
 echo "== table"; cat "$summary"
