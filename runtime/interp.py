@@ -75,11 +75,13 @@ class Launch:
 
     def run_batch(self, blocks: np.ndarray) -> None:
         schedule = self.schedule
-        shared = LockstepShared(len(blocks)) if schedule.lockstep else SharedMemory(len(blocks))
+        shared = LockstepShared(len(blocks)) if schedule.lockstep_memory else SharedMemory(len(blocks))
         batch = BlockBatch(blocks, self.threads, shared, AsyncCopies(len(blocks), self.threads),
                            schedule.copies == "early", HopperState(len(blocks)))
-        if schedule.lockstep and uses_roles(self.kernel):  # warpgroup roles: one unit per warpgroup
-            drive_roles([ThreadGroup(self, batch, t0, 128) for t0 in range(0, self.threads, 128)], batch)
+        if schedule.order == "warpgroups" or (schedule.lockstep and uses_roles(self.kernel)):
+            # warpgroup roles (or the warpgroups schedule): one unit per warpgroup
+            units = [ThreadGroup(self, batch, t0, min(128, self.threads - t0)) for t0 in range(0, self.threads, 128)]
+            drive_roles(units, batch, first=schedule.arg == 1)
             return
         width = self.threads if schedule.lockstep else schedule.width
         units = [ThreadGroup(self, batch, t0, min(width, self.threads - t0)) for t0 in range(0, self.threads, width)]

@@ -16,7 +16,7 @@ wrong answer or a reported deadlock:
   (unordered registers). Shared elements written by ordinary stores and not yet ordered by the
   writer's `fence_proxy_async` read as NaN through the async proxy.
 
-Only the lockstep schedule runs these operations (wgmma is warpgroup-collective).
+Only the lockstep and warpgroups schedules run these operations (wgmma is warpgroup-collective).
 """
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ class HopperOps:
     """Handlers of MbarrierOp, Fence, TmaLoad, WgmmaGroup and Wgmma for one ThreadGroup."""
 
     def hopper(self) -> HopperState:
-        if not self.launch.schedule.lockstep:
-            raise ArgusRuntimeError("mbarriers, TMA and wgmma run under the lockstep schedule only")
+        if not self.launch.schedule.lockstep_memory:
+            raise ArgusRuntimeError("mbarriers, TMA and wgmma run under the lockstep and warpgroups schedules only")
         return self.batch.hopper
 
     def wg(self) -> HopperState:

@@ -8,7 +8,8 @@ last, by the roles' convention) refills a stage as soon as the protocol lets it,
 lag behind it as far as they may, so a stage released too early is overwritten (poisoned, as TMA
 copies land late) before a consumer's wgmma reads it. When every unit is stopped and nothing can
 change, the kernel would hang: a deadlock naming each warpgroup's role and the barrier and phase it
-waits for.
+waits for. The `warpgroups:1` schedule runs the first ready unit first instead (warpgroup 0
+ahead): between them the two orders let either side of a protocol run ahead.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ def uses_roles(kernel) -> bool:
     return roles.has_roles(kernel)
 
 
-def drive_roles(units: list, batch) -> None:
-    """Run one batch's warpgroup units to the end (see the module's docstring)."""
+def drive_roles(units: list, batch, first: bool = False) -> None:
+    """Run one batch's warpgroup units to the end (see the module's docstring); `first`: the first
+    ready unit runs first instead of the last (warpgroup 0 ahead, the others lagging)."""
     kernel = units[0].launch.kernel
     names = _role_names(kernel)
     for u in units:
@@ -46,7 +48,7 @@ def drive_roles(units: list, batch) -> None:
                 release_barrier(states, batch)
                 continue
             raise ArgusRuntimeError(_deadlock(states, names), _first_blocked(states, names))
-        st = ready[-1]
+        st = ready[0] if first else ready[-1]
         _advance(st)
 
 

@@ -51,6 +51,18 @@ def test_ws_gemm_is_correct_in_the_interpreter_on_ragged_shapes(consts, shape):
     assert _rel(out, ref) < 1e-6
 
 
+def test_ws_gemm_is_correct_with_either_side_ahead():
+    # warpgroups: the producer ahead (the default for roles); warpgroups:1: consumer warpgroup 0 ahead
+    m, n, k = 150, 264, 600
+    a, b, ref = _inputs(m, n, k)
+    kern = compile_file(str(WS), {"SMS": 2})
+    for schedule in ("warpgroups", "warpgroups:1"):
+        out = interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k}, schedule=schedule)["C"]
+        assert _rel(out, ref) < 1e-6, schedule
+    with pytest.raises(ArgusError, match="warpgroups takes 0"):
+        interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k}, schedule="warpgroups:2")
+
+
 def test_ws_protocol_and_tags_are_proved():
     rep = smt.verify(compile_file(str(WS), SMALL), checks=(*PROTOCOL, *TAGS)).results
     assert {r.obligation for r in rep} == set(PROTOCOL) | set(TAGS)
