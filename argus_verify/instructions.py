@@ -209,6 +209,10 @@ _HOPPER = (
     Builtin("wgmma_wait", "hopper", STATEMENT,
             "wgmma.wait_group n: waits until at most n committed wgmma groups are in flight",
             "n is a non-negative constant", (_p("n", 0),)),
+    Builtin("setmaxnreg", "hopper", STATEMENT,
+            "setmaxnreg.inc/dec: the per-thread register count of the role's warpgroups (docs/language.md)",
+            "a constant multiple of 8 in 24..256, the first statement of a warpgroup role "
+            "(if warpgroup_id ...:)", (_p("count"),)),
 )
 
 # the TMA store and its bulk groups (the epilogue: shared tile -> global through the async proxy)
@@ -296,6 +300,8 @@ _VALUES = (
     Builtin("thread_id", "kernel", INTEGER, "the thread's index in its block", "differs between threads",
             form=VALUE),
     Builtin("warp_id", "kernel", INTEGER, "thread_id // 32", "differs between threads", form=VALUE),
+    Builtin("warpgroup_id", "kernel", INTEGER, "thread_id // 128", "differs between warpgroups; an if on it "
+            "alone splits the block into warpgroup roles", form=VALUE),
     Builtin("lane_id", "kernel", INTEGER, "thread_id % 32", "differs between threads", form=VALUE),
     Builtin("block_id", "kernel", INTEGER, "the block's index in the grid (.x, .y, .z)",
             "the same for every thread of a block", form=VALUE, usage="block_id.x"),

@@ -682,10 +682,21 @@ class BulkGroup:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
-HOPPER_STMTS = (MbarrierOp, Fence, TmaLoad, WgmmaGroup, TmaStore, BulkGroup)
+
+@attrs.frozen
+class SetMaxNReg:
+    """setmaxnreg: the warpgroup's per-thread register count becomes `count` (the first statement of a
+    warpgroup role; argus_verify/roles.py)."""
+
+    count: int
+    const: str | None = attrs.field(default=None, eq=False)  # the compile-time constant it names, if any
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+HOPPER_STMTS = (MbarrierOp, Fence, TmaLoad, WgmmaGroup, TmaStore, BulkGroup, SetMaxNReg)
 
 Stmt = (Let | Assign | SharedAlloc | Store | Stmatrix | CopyAsync | Commit | Wait | Barrier | For | If | Assert
-        | MbarrierOp | Fence | TmaLoad | WgmmaGroup | TmaStore | BulkGroup)
+        | MbarrierOp | Fence | TmaLoad | WgmmaGroup | TmaStore | BulkGroup | SetMaxNReg)
 
 # ---------------------------------------------------------------------------------------------
 # the kernel

@@ -70,6 +70,8 @@ def hopper_stmt_source(s) -> str:
     if isinstance(s, ir.Fence):
         return {"proxy_async": "fence_proxy_async()", "mbarrier_init": "fence_mbarrier_init()",
                 "wgmma": "wgmma_fence()"}[s.kind]
+    if isinstance(s, ir.SetMaxNReg):
+        return f"setmaxnreg({s.count})"
     if isinstance(s, ir.TmaLoad):
         return f"tma_load({fmt_view(s.dst)}, {fmt_view(s.src)}, {fmt_view(s.bar)})"
     if isinstance(s, ir.TmaStore):
@@ -173,7 +175,7 @@ class _Statements(Visitor, families=("statements",)):
     def visit_MbarrierOp(self, s: ir.MbarrierOp, pad: str, indent: int) -> list[str]:
         return [pad + hopper_stmt_source(s)]
 
-    visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_TmaStore = visit_BulkGroup = visit_MbarrierOp
+    visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_TmaStore = visit_BulkGroup = visit_SetMaxNReg = visit_MbarrierOp
 
     def visit_Assert(self, s: ir.Assert, pad: str, indent: int) -> list[str]:
         return [f"{pad}assert {fmt_iexpr(s.cond)}"]

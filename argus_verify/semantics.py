@@ -444,6 +444,9 @@ ASYNC_OPS: dict[str, AsyncOp] = {o.name: o for o in (
             "d = a @ b + d (scale_d true) for a 64 x n x 16 step of the warpgroup, operands read from shared "
             "memory through descriptors, asynchronously"),
     AsyncOp("wgmma.commit_group", "wgmma.commit_group.sync.aligned;", "closes the group of wgmmas issued since"),
+    AsyncOp("setmaxnreg", "setmaxnreg.{action}.sync.aligned.u32 {count};",
+            "the executing warpgroup's per-thread register count becomes `count` (.inc takes registers from "
+            "the block's pool, waiting until they are free; .dec gives them back)"),
     AsyncOp("wgmma.wait_group", "wgmma.wait_group.sync.aligned {n};",
             "waits until at most n committed groups are in flight; their results are then in the registers"),
 )}

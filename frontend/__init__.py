@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from argus_verify import ir
+import attrs
+
+from argus_verify import ir, roles
 from argus_verify.diagnostics import ArgusError, ArgusTypeError, Span
 from argus_verify.frontend import calls, control, header, views
 from argus_verify.frontend.builder import KernelBuilder, build_tagfn
@@ -42,7 +44,21 @@ def compile_source(text: str, filename: str = "<string>", consts: Mapping[str, i
         chosen = named[0]
     built = KernelBuilder(chosen, filename, tagfns, consts or {}).build()
     _check_shared_total(built)
-    return built
+    return _register_policy(built)
+
+
+def _register_policy(k: ir.Kernel) -> ir.Kernel:
+    """Warpgroup roles with setmaxnreg: the counts must fit the register file, and the kernel launches
+    with a fixed count (.maxnreg) that setmaxnreg's .inc/.dec are chosen against."""
+    if not any(isinstance(s, ir.SetMaxNReg) for s in ir.walk_stmts(k.body)):
+        return k
+    try:
+        launch, _ = roles.register_plan(k)
+    except ValueError as e:
+        raise ArgusTypeError(e.args[0], e.args[1]) from None
+    if k.policy("maxnreg") is None:
+        k = attrs.evolve(k, policies=k.policies + (("maxnreg", launch),))
+    return k
 
 
 def _check_shared_total(k: ir.Kernel) -> None:

@@ -46,10 +46,18 @@ class KernelBuilder:
         self.out: list = []  # statement list being filled
         self.loop_vars: set[str] = set()
         self.divergent = 0  # depth of if-statements whose condition differs between threads
+        self.role: tuple | None = None  # the warpgroups of the role being built (argus_verify/roles.py)
+        self.role_scope_depth = 0
         self.in_assert = False
         self.assert_frags: list[str] = []
         self.bound_at: dict[str, tuple[Span, Val]] = {}  # compile-time names: where and to what
         self.assignments: dict[str, list] = {}  # every assignment of each name: (node, inside an if)
+
+    def fragment_threads(self) -> int:
+        """The threads a fragment is spread over: the role's warpgroups inside a role, else the block."""
+        if self.role is None:
+            return self.block
+        return len(self.role) * 128
 
     def build(self) -> ir.Kernel:
         name_tok, suite = header.declare(self)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from lark import Tree
 
-from argus_verify import ir
+from argus_verify import ir, roles
 from argus_verify.diagnostics import SOURCES
 from argus_verify.frontend import calls, contracts, header
 from argus_verify.frontend.arguments import CallSite, call_site
@@ -189,21 +189,30 @@ def _branches(b: KernelBuilder, cond_node, suite, elifs, else_c, n) -> ir.If:
     if not isinstance(v, IntVal):
         raise b.err(cond_node, "an if condition must be an integer or boolean expression")
     b.divergent += not v.uniform
+    split = roles.warpgroup_split(v.expr, b.block) if b.role is None else None
+    outer = b.role
     try:
-        then = _branch(b, suite.children)
+        b.role = split[0] if split else outer
+        then = _branch(b, suite.children, split is not None)
         orelse: list = []
+        b.role = split[1] if split else outer
         if elifs:
+            if split:
+                raise b.err(elifs[0], "a warpgroup role split takes if/else, not elif")
             first = elifs[0]
             orelse = [_branches(b, first.children[0], first.children[1], elifs[1:], else_c, first)]
         elif else_c is not None:
-            orelse = _branch(b, else_c.children[0].children)
+            orelse = _branch(b, else_c.children[0].children, split is not None)
     finally:
         b.divergent -= not v.uniform
+        b.role = outer
     return ir.If(v.expr, tuple(then), tuple(orelse), b.sp(n))
 
 
-def _branch(b: KernelBuilder, nodes) -> list:
+def _branch(b: KernelBuilder, nodes, role: bool = False) -> list:
     b.scopes.append({})
+    if role:
+        b.role_scope_depth = len(b.scopes)
     body = statements(b, nodes)
     merge_scope(b)
     return body

@@ -242,5 +242,12 @@ def _bare(b: KernelBuilder, node, component: str | None) -> str:
     return str(node.children[0])
 
 
+def warpgroup_index(b: KernelBuilder, node, component: str | None) -> IntVal:
+    """warpgroup_id is thread_id // 128 (argus_verify/roles.py reads role splits off it)."""
+    _bare(b, node, component)
+    return IntVal(ir.IBin("//", ir.ISpecial("thread_id", b.sp(node)), ir.IConst(128), b.sp(node)), False)
+
+
 VALUE_HANDLERS = {"thread_id": thread_index, "warp_id": thread_index, "lane_id": thread_index,
+                  "warpgroup_id": warpgroup_index,
                   "block_id": grid_index, "num_blocks": grid_index, "inf": float_constant, "nan": float_constant}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from argus_verify import hopper, ir
+from argus_verify import hopper, ir, roles
 from argus_verify.frontend.arguments import CallSite
 from argus_verify.frontend.values import FragVal, IntVal, SharedVal, ViewVal
 from argus_verify.layout import row_major
@@ -138,10 +138,10 @@ def wgmma(site: CallSite) -> FragVal:
     (m, k), (k2, n) = a.view.tile, bb.view.tile
     if k != k2 or tuple(c.type.tile) != (m, n):
         raise b.err(site.node, f"wgmma shapes do not match: a {[m, k]}, b {[k2, n]}, c {list(c.type.tile)}")
-    if b.block % hopper.WARPGROUP:
+    if b.fragment_threads() % hopper.WARPGROUP:
         raise b.err(site.node, f"wgmma is issued by whole warpgroups: the block must be a multiple of "
                                f"{hopper.WARPGROUP} threads (got {b.block})")
-    wgs = b.block // hopper.WARPGROUP
+    wgs = b.fragment_threads() // hopper.WARPGROUP
     if m % (hopper.WGMMA_M * wgs) or k % hopper.WGMMA_K or n % 8 or not 8 <= n <= 256:
         raise b.err(site.node, f"wgmma needs M a multiple of 64 per warpgroup ({wgs}), K of 16 and N in 8..256 "
                                f"a multiple of 8; got {m} x {n} x {k}")
@@ -153,8 +153,22 @@ def wgmma(site: CallSite) -> FragVal:
     return b.emit(site.node, ir.Wgmma(a.view, bb.view, c.name), c.type)
 
 
+def setmaxnreg(site: CallSite):
+    b = site.b
+    n = b.const_int(site.args[0], "setmaxnreg's register count")
+    lo, hi = roles.SETMAXNREG_RANGE
+    if n % roles.REG_GRANULE or not lo <= n <= hi:
+        raise b.err(site.args[0], f"setmaxnreg takes a multiple of {roles.REG_GRANULE} in {lo}..{hi}, got {n}")
+    if b.role is None or b.out or len(b.scopes) != b.role_scope_depth:
+        raise b.err(site.node, "setmaxnreg must be the first statement of a warpgroup role (a branch of an if "
+                               "on warpgroup_id)")
+    node = site.args[0]
+    named = str(node.children[0]) if getattr(node, "data", None) == "name" and node.children else None
+    b.out.append(ir.SetMaxNReg(n, named if named in b.consts else None, b.sp(site.node)))
+
+
 HANDLERS = {"mbarrier": mbarrier, "mbarrier_init": mbarrier_init, "mbarrier_arrive": mbarrier_arrive,
             "mbarrier_expect_tx": mbarrier_expect_tx, "mbarrier_wait": mbarrier_wait,
             "fence_mbarrier_init": fence_mbarrier_init, "fence_proxy_async": fence_proxy_async,
             "tma_load": tma_load, "wgmma": wgmma, "wgmma_fence": wgmma_fence, "wgmma_commit": wgmma_commit,
-            "wgmma_wait": wgmma_wait}
+            "wgmma_wait": wgmma_wait, "setmaxnreg": setmaxnreg}

@@ -70,8 +70,12 @@ def check_tv(b: KernelBuilder, layout: Layout, tile: tuple, node) -> ir.TVLayout
     if layout.rank != 2:
         raise b.err(node, f"a thread-value layout has two modes (threads, values); {layout} has {layout.rank}")
     tv = ir.TVLayout(layout, tuple(tile))
-    if tv.threads != b.block:
-        raise b.err(node, f"tv layout {layout} spans {tv.threads} threads but the block has {b.block}")
+    if b.role is not None and tv.threads == b.fragment_threads() and b.role[0] != 0:
+        raise b.err(node, f"fragments of a warpgroup role are spread over its warpgroups from warpgroup 0 on; "
+                          f"this role runs warpgroups {list(b.role)}: put it first (warpgroups 0..)")
+    if tv.threads != b.fragment_threads():
+        where = f"the role (warpgroups {list(b.role)}) has" if b.role is not None else "the block has"
+        raise b.err(node, f"tv layout {layout} spans {tv.threads} threads but {where} {b.fragment_threads()}")
     if tv.values > MAX_VALUES_PER_THREAD:
         raise b.err(node, f"tv layout {layout} gives each thread {tv.values} values; a fragment holds at most "
                           f"{MAX_VALUES_PER_THREAD} per thread")

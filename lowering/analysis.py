@@ -74,7 +74,7 @@ class Reads(Visitor, families=("statements", "fragment_ops")):
 
     # assertions are proved, not executed: they read nothing at run time
     visit_SharedAlloc = visit_Commit = visit_Wait = visit_Barrier = visit_Assert = _nothing
-    visit_Fence = visit_WgmmaGroup = visit_BulkGroup = _nothing
+    visit_Fence = visit_WgmmaGroup = visit_BulkGroup = visit_SetMaxNReg = _nothing
 
     def visit_Load(self, op: ir.Load) -> set:
         return view_names(op.src)
@@ -147,7 +147,7 @@ class Appearances(Visitor, families=("statements",)):
     visit_Let = visit_Assign = _defining
     visit_SharedAlloc = visit_Store = visit_Stmatrix = visit_CopyAsync = visit_Commit = visit_Wait = _plain
     visit_Barrier = visit_MbarrierOp = visit_Fence = visit_TmaLoad = visit_WgmmaGroup = _plain
-    visit_TmaStore = visit_BulkGroup = _plain
+    visit_TmaStore = visit_BulkGroup = visit_SetMaxNReg = _plain
 
 
 def appearances(body) -> list:

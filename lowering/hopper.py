@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import attrs
 
-from argus_verify import hopper, ir
+from argus_verify import hopper, ir, roles
 from argus_verify.lowering.emitter import LoweringError
 from argus_verify.lowering.values import ident
 from argus_verify.semantics import ASYNC_OPS
@@ -81,6 +81,13 @@ class HopperLowering:
     def visit_Fence(self, s: ir.Fence) -> None:
         self.em.emit(ASYNC_OPS[{"proxy_async": "fence.proxy_async", "mbarrier_init": "fence.mbarrier_init",
                                 "wgmma": "wgmma.fence"}[s.kind]].ptx)
+
+    def visit_SetMaxNReg(self, s: ir.SetMaxNReg) -> None:
+        # .inc or .dec against the launch count the kernel is compiled with (.maxnreg, set by the front end)
+        launch = roles.launch_registers(self.k)
+        if s.count != launch:
+            action = "inc" if s.count > launch else "dec"
+            self.em.emit(ASYNC_OPS["setmaxnreg"].ptx.format(action=action, count=s.count))
 
     def visit_WgmmaGroup(self, s: ir.WgmmaGroup) -> None:
         if s.kind == "commit":
@@ -185,7 +192,7 @@ class HopperLowering:
         ab = self.shared[op.a.base].alloc.dtype
         scale_d = self._true_pred()
         per = n // 2  # f32 accumulators per thread of one m64nN instruction
-        wgs = self.k.block // hopper.WARPGROUP
+        wgs = roles.fragment_warpgroups(self.k, s)  # the role's consumer warpgroups, else the block's
         local = m // (hopper.WGMMA_M * wgs)  # 64-row blocks of each warpgroup
         if wgs > 1:  # warpgroup w reads A's row blocks w * local ..: the descriptors' starts must be affine
             wg = self.em.floordiv(self.tid, hopper.WARPGROUP)

@@ -30,6 +30,7 @@ from argus_verify.runtime.interp_compute import ComputeOps
 from argus_verify.runtime.interp_control import ControlOps, TraceEvent
 from argus_verify.runtime.interp_hopper import HopperOps, HopperState
 from argus_verify.runtime.interp_memory import AsyncCopies, LockstepShared, MemoryOps, SharedMemory
+from argus_verify.runtime.interp_roles import drive_roles, uses_roles
 from argus_verify.runtime.interp_warp import WarpOps
 from argus_verify.runtime.schedules import Schedule, drive
 from argus_verify.semantics import round_to
@@ -74,9 +75,14 @@ class Launch:
 
     def run_batch(self, blocks: np.ndarray) -> None:
         schedule = self.schedule
-        shared = LockstepShared(len(blocks)) if schedule.lockstep else SharedMemory(len(blocks))
+        shared = LockstepShared(len(blocks)) if schedule.lockstep_memory else SharedMemory(len(blocks))
         batch = BlockBatch(blocks, self.threads, shared, AsyncCopies(len(blocks), self.threads),
                            schedule.copies == "early", HopperState(len(blocks)))
+        if schedule.order == "warpgroups" or (schedule.lockstep and uses_roles(self.kernel)):
+            # warpgroup roles (or the warpgroups schedule): one unit per warpgroup
+            units = [ThreadGroup(self, batch, t0, min(128, self.threads - t0)) for t0 in range(0, self.threads, 128)]
+            drive_roles(units, batch, first=schedule.arg == 1)
+            return
         width = self.threads if schedule.lockstep else schedule.width
         units = [ThreadGroup(self, batch, t0, min(width, self.threads - t0)) for t0 in range(0, self.threads, width)]
         drive(units, schedule.policy(), batch)

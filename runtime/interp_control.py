@@ -56,7 +56,7 @@ class ControlOps:
     def bind(self, s: ir.Assign, value, env, active, loop):
         env[s.name] = merge(env.get(s.name), value, active[:, :, None])
         if not isinstance(s.op, ir.Wgmma):
-            self.batch.hopper.unfenced.add(s.name)  # ordinary register writes: wgmma_fence orders them
+            self.wg().unfenced.add(s.name)  # ordinary register writes: wgmma_fence orders them
         if self.launch.trace is not None:
             self.launch.trace(TraceEvent(s, env[s.name], self.batch.blocks, dict(loop), self.first_thread))
 

@@ -23,7 +23,7 @@ wrong answer or a reported deadlock:
   write to the tile after the wait but before the next barrier() is not ordered after the store's
   read: the elements it writes come out NaN too.
 
-Only the lockstep schedule runs these operations (wgmma is warpgroup-collective).
+Only the lockstep and warpgroups schedules run these operations (wgmma is warpgroup-collective).
 """
 
 from __future__ import annotations
@@ -35,6 +35,15 @@ from argus_verify import hopper, ir
 from argus_verify.diagnostics import ArgusRuntimeError
 from argus_verify.runtime.interp_memory import LockstepShared
 from argus_verify.semantics import round_to
+
+
+@attrs.frozen
+class Blocked:
+    """A warpgroup role stopped at an mbarrier wait: `what` it waits for, at `progress`."""
+
+    stmt: object
+    what: str
+    progress: int
 
 
 @attrs.define
@@ -92,6 +101,7 @@ class HopperState:
         self.bulk_open: dict = {}  # (block, thread) -> TMA stores issued, not committed
         self.bulk_groups: dict = {}  # (block, thread) -> committed groups (lists of stores), oldest first
         self.bulk_released: list = []  # (store, block, waiting thread, output array) retired since the last barrier
+        self.progress = 0  # arrivals and landed copies so far: a stopped role retries after a change
 
     def before_barrier(self, shared) -> None:
         """A barrier() publishes the threads' shared writes: a retired store's tile written since its
@@ -136,9 +146,15 @@ class HopperOps:
     """Handlers of MbarrierOp, Fence, TmaLoad, WgmmaGroup and Wgmma for one ThreadGroup."""
 
     def hopper(self) -> HopperState:
-        if not self.launch.schedule.lockstep:
-            raise ArgusRuntimeError("mbarriers, TMA and wgmma run under the lockstep schedule only")
+        if not self.launch.schedule.lockstep_memory:
+            raise ArgusRuntimeError("mbarriers, TMA and wgmma run under the lockstep and warpgroups schedules only")
         return self.batch.hopper
+
+    def wg(self) -> HopperState:
+        """The unit's wgmma groups, in-flight accumulators and unfenced registers: a warpgroup's own
+        when warpgroup roles run as separate units (runtime/interp_roles.py), else the batch's."""
+        own = getattr(self, "unit_hopper", None)
+        return own if own is not None else self.batch.hopper
 
     # -- mbarriers -------------------------------------------------------------------------------
     def _bars(self, name: str) -> Barriers:
@@ -189,13 +205,37 @@ class HopperOps:
                 nb = self.per_thread(self.ieval(s.value, env), np.int64)[g, t]
                 np.add.at(bars.tx, (g, i), nb)
             np.add.at(bars.pending, (g, i), -1)
+            self.hopper().progress += 1
             if (bars.pending < 0).any():
                 gg, ii = (int(x[0]) for x in np.nonzero(bars.pending < 0))
                 raise ArgusRuntimeError(f"more arrivals on {s.bar.base}[{ii}] than its count in one phase "
                                         f"(block {self._block(gg)})", s.span)
             self._complete(bars)
             return
+        if getattr(self, "unit_hopper", None) is not None:
+            return self._wait_blocking(s, bars, g, t, i, env)
         self._wait(s, bars, g, t, i, env)
+
+    def _wait_blocking(self, s, bars: Barriers, g, t, i, env):
+        """A wait of a warpgroup role: land what is in flight to the phase, else stop the unit until
+        another role arrives (runtime/interp_roles.py reports a deadlock when every unit is stopped)."""
+        parity = self.per_thread(self.ieval(s.value, env), np.int64)[g, t] % 2
+        st = self.hopper()
+        while True:
+            missing = []
+            for gb in np.unique(g):
+                sel = g == gb
+                for ib, pb in set(zip(i[sel].tolist(), parity[sel].tolist(), strict=True)):
+                    while bars.phase[gb, ib] % 2 == pb and self._deliver_one(st, s.bar.base, gb, ib):
+                        st.progress += 1
+                    if bars.phase[gb, ib] % 2 == pb:
+                        missing.append((int(gb), ib, pb))
+            if not missing:
+                return
+            gb, ib, pb = missing[0]
+            yield Blocked(s, f"{s.bar.base}[{ib}] for the phase of parity {pb} (phase {int(bars.phase[gb, ib])}, "
+                             f"{int(bars.pending[gb, ib])} arrival(s) and {int(bars.tx[gb, ib])} transaction "
+                             f"byte(s) outstanding) in block {self._block(gb)}", st.progress)
 
     def _wait(self, s, bars: Barriers, g, t, i, env) -> None:
         parity = self.per_thread(self.ieval(s.value, env), np.int64)[g, t] % 2
@@ -267,7 +307,10 @@ class HopperOps:
                     w[gb][mine] = -1
                 del name
         else:  # wgmma.fence: registers written so far are ordered before the next wgmma
-            st.unfenced.clear()
+            self.wg().unfenced.clear()
+
+    def visit_SetMaxNReg(self, s: ir.SetMaxNReg, env, active, loop):
+        """A register-count policy: nothing the program's values can observe."""
 
     # -- TMA -------------------------------------------------------------------------------------
     def visit_TmaLoad(self, s: ir.TmaLoad, env, active, loop):
@@ -297,6 +340,7 @@ class HopperOps:
         dtype = self.batch.shared.mem[s.dst.base].dtype
         poison = np.full(off.shape, np.nan, dtype=dtype)
         self._write_async(s.dst.base, g, off, poison)  # undefined until the copy completes
+        st.progress += 1
         st.tmas.append(Tma(g, s.bar.base, i, s.dst.base, off, vals.astype(dtype), rows * cols * esize, s.span))
 
     def _check_in_allocation(self, view: ir.View, env, active, stmt) -> None:
@@ -404,9 +448,9 @@ class HopperOps:
             hw = hopper.wgmma_table(operand, shape, ir.DTYPE_BYTES[alloc.dtype]) // ir.DTYPE_BYTES[alloc.dtype]
             base = self._view_base(view, env)[:, 0]
             offs.append(base[:, None, None] + hw[None])
-        prev = st.latest.get(op.c, np.full(self.G, -1))
+        prev = self.wg().latest.get(op.c, np.full(self.G, -1))
         c_val = np.array(env[op.c], copy=True, dtype=np.float32)
-        if op.c in st.unfenced:
+        if op.c in self.wg().unfenced:
             c_val[:] = np.nan  # registers written by ordinary code, not ordered by wgmma.fence
         w = WgmmaOp(s.name, offs[0], offs[1], op.a.base, op.b.base, c_val, prev.copy(),
                     self.coord_table(s.type.coords), tuple(s.type.tile), blocks)
@@ -414,23 +458,23 @@ class HopperOps:
         w.result = np.full(c_val.shape, np.nan, dtype=np.float32)
         st.ops.append(w)
         k = len(st.ops) - 1
-        latest = st.latest.setdefault(s.name, np.full(self.G, -1))
+        latest = self.wg().latest.setdefault(s.name, np.full(self.G, -1))
         for g in np.nonzero(blocks)[0]:
-            st.open[g].append(k)
+            self.wg().open[g].append(k)
             latest[g] = k
-        st.unfenced.discard(s.name)
+        self.wg().unfenced.discard(s.name)
         return np.full((self.G, self.count, s.type.values), np.nan, dtype=np.float32)
 
     def visit_WgmmaGroup(self, s: ir.WgmmaGroup, env, active, loop):
         st = self.hopper()
         for g in np.nonzero(active.any(1))[0]:
             if s.kind == "commit":
-                if st.open[g]:
-                    st.groups[g].append(st.open[g])
-                st.open[g] = []
+                if self.wg().open[g]:
+                    self.wg().groups[g].append(self.wg().open[g])
+                self.wg().open[g] = []
                 continue
-            while len(st.groups[g]) > s.pending:
-                for k in st.groups[g].pop(0):
+            while len(self.wg().groups[g]) > s.pending:
+                for k in self.wg().groups[g].pop(0):
                     self._retire(st, k, int(g), env)
 
     def _operand(self, name: str, off: np.ndarray) -> np.ndarray:
@@ -476,7 +520,7 @@ class HopperOps:
             part = a[:, k0:k0 + hopper.WGMMA_K] @ b[:, k0:k0 + hopper.WGMMA_K].T
             acc = round_to(acc + part, "f32").astype(np.float64)
         w.result[g] = acc[tt, vv].astype(np.float32)
-        latest = st.latest.get(w.name)
+        latest = self.wg().latest.get(w.name)
         if latest is not None and latest[g] == k:
             env[w.name][g] = w.result[g]
             latest[g] = -1

@@ -21,6 +21,10 @@ Schedule strings: `NAME[:N][,width=W][,copies=late|early]`
     interleave:SEED      a random unit advances one statement at a time
     round-robin          one statement per unit in turn (lockstep over real memory)
     one-warp-ahead[:U]   unit U (default 0) runs to its barrier first, the others round-robin
+    warpgroups[:1]       each warpgroup its own unit, meeting only at barriers and mbarriers (Hopper
+                         kernels; runtime/interp_roles.py), with lockstep's memory model: the last
+                         ready warpgroup runs first (the producer ahead), with :1 the first (warpgroup 0
+                         ahead, the others lagging). Kernels with warpgroup roles run so under lockstep
 
 `width` is the number of threads per unit (a divisor of 32; default 32). `copies=early` lands each
 async copy at its issue instead of at the wait that retires it (`late`, the default): the two
@@ -35,7 +39,7 @@ import numpy as np
 
 from argus_verify.diagnostics import ArgusError, ArgusRuntimeError
 
-ORDERS = ("lockstep", "warps", "reverse", "random", "interleave", "round-robin", "one-warp-ahead")
+ORDERS = ("lockstep", "warps", "reverse", "random", "interleave", "round-robin", "one-warp-ahead", "warpgroups")
 WIDTHS = (1, 2, 4, 8, 16, 32)
 
 
@@ -70,9 +74,11 @@ class Schedule:
             raise ArgusError(f"schedule {text!r}: width must be one of {WIDTHS}")
         if self.copies not in ("late", "early"):
             raise ArgusError(f"schedule {text!r}: copies must be late or early")
-        if self.order == "lockstep" and self.width != 32:
+        if self.order in ("lockstep", "warpgroups") and self.width != 32:
             raise ArgusError(f"schedule {text!r}: lockstep runs every thread together; it takes no width")
-        if self.arg is not None and self.order not in ("random", "interleave", "one-warp-ahead"):
+        if self.order == "warpgroups" and self.arg not in (None, 0, 1):
+            raise ArgusError(f"schedule {text!r}: warpgroups takes 0 (last ready first) or 1 (first ready first)")
+        if self.arg is not None and self.order not in ("random", "interleave", "one-warp-ahead", "warpgroups"):
             raise ArgusError(f"schedule {text!r}: {self.order} takes no argument")
         return self
 
@@ -80,10 +86,15 @@ class Schedule:
     def lockstep(self) -> bool:
         return self.order == "lockstep"
 
+    @property
+    def lockstep_memory(self) -> bool:
+        """docs/language.md's visibility rule for shared memory (lockstep and warpgroups)."""
+        return self.order in ("lockstep", "warpgroups")
+
     def policy(self) -> Policy:
         arg = self.arg if self.arg is not None else 0
-        return {"lockstep": InOrder, "warps": InOrder, "reverse": Reverse, "round-robin": RoundRobin,
-                "random": lambda: RandomOrder(arg), "interleave": lambda: RandomSteps(arg),
+        return {"lockstep": InOrder, "warps": InOrder, "warpgroups": InOrder, "reverse": Reverse,
+                "round-robin": RoundRobin, "random": lambda: RandomOrder(arg), "interleave": lambda: RandomSteps(arg),
                 "one-warp-ahead": lambda: Ahead(arg)}[self.order]()
 
     def __str__(self) -> str:

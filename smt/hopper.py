@@ -119,6 +119,9 @@ class HopperMixin:
     def visit_WgmmaGroup(self, s: ir.WgmmaGroup, node, env):
         self.wgmma_groups.append(node)
 
+    def visit_SetMaxNReg(self, s: ir.SetMaxNReg, node, env):
+        """No data: a register-count policy (its budget is checked at compile time)."""
+
     def tma_issuer(self, node):
         """The one thread that may issue a statement under `node`'s conditions (None: not one)."""
         live = self.store_live(node, None)

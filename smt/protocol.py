@@ -29,7 +29,9 @@ completing as late as allowed, for every combination of sizes that gives each lo
 count from 0 to 2 P + 2 (P: the deepest mbarrier array, so every stage and parity residue and the
 prologue and drain edges meet). That bound is stated in each result: it is a bounded check of the
 loop counts, not an induction over them. Threads run in lockstep (one warpgroup: thread 0 produces,
-every thread consumes); producer/consumer warpgroups that wait on each other are not modelled yet.
+every thread consumes), except in a kernel with warpgroup roles (argus_verify/roles.py): there each
+warpgroup runs on its own and they meet at mbarriers (smt/protocol_roles.py, with the obligations of
+the producer/consumer form).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import time
 import attrs
 import numpy as np
 
-from argus_verify import hopper, ir
+from argus_verify import hopper, ir, roles
 from argus_verify.diagnostics import Span
 from argus_verify.smt.report import ObligationResult
 
@@ -849,7 +851,8 @@ def _check_desc(alloc, view, which, s) -> ObligationResult:
 
 def _candidates(kernel: ir.Kernel) -> tuple[dict, int]:
     depth = max([a.shape[0] for a in kernel.shared_allocs() if a.dtype == "i64" and len(a.shape) == 1] + [1])
-    quanta = sorted({v for _, v in kernel.consts if isinstance(v, int) and v > 1} | {1})
+    quanta = sorted({v for _, v in kernel.consts if isinstance(v, int) and v > 1} - roles.register_only_values(kernel)
+                    | {1})
     vals = set()
     for q in quanta:
         for j in range(0, 2 * depth + 3):
@@ -861,6 +864,9 @@ def _candidates(kernel: ir.Kernel) -> tuple[dict, int]:
 
 def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
     t0 = time.perf_counter()
+    role_skeleton = None
+    if roles.has_roles(kernel):
+        from argus_verify.smt.protocol_roles import RoleSkeleton as role_skeleton
     desc, box = _layout_checks(kernel)
     found: dict = {}
     vals, depth = _candidates(kernel)
@@ -904,9 +910,12 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
                        for t in kernel.outputs}
         complete = True  # every block ran to its end (else what it wrote says nothing)
         for block in dict.fromkeys(blocks):
-            sk = Skeleton(kernel, sizes, block, grid[:3])
+            sk = (role_skeleton or Skeleton)(kernel, sizes, block, grid[:3])
             try:
-                sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
+                if role_skeleton:
+                    sk.run_roles()  # warpgroup roles run independently (smt/protocol_roles.py)
+                else:
+                    sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
                 sk.bulk_exit()
             except Violation as v:
                 found.setdefault(v.obligation, v)

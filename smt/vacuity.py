@@ -434,7 +434,7 @@ class _Divisions(Visitor, families=("statements",)):
         pass
 
     visit_SharedAlloc = visit_Commit = visit_Wait = visit_Barrier = visit_nothing
-    visit_Fence = visit_WgmmaGroup = visit_BulkGroup = visit_nothing
+    visit_Fence = visit_WgmmaGroup = visit_BulkGroup = visit_SetMaxNReg = visit_nothing
 
 
 def _forget_assigned(env, stmts) -> None:

@@ -1,0 +1,166 @@
+"""Warp specialisation: warpgroup roles with setmaxnreg (argus_verify/roles.py) and the warp-specialised
+persistent GEMM (tests/hopper/gemm_bf16_wgmma_ws.arg): correct in the interpreter with the roles
+running independently, its protocol obligations proved (smt/protocol_roles.py), its PTX assembled by
+ptxas with the register policy the compiler fixed; the policy's compile-time errors; the ws buggy
+specs (specs/buggy/wgmma_ws_*.arg) deadlocked or wrong in the interpreter, with the role, barrier and
+phase named. (tests/test_hopper.py checks each buggy spec's verdict at its line.)"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from argus_verify import ir, roles, smt
+from argus_verify.cli import main
+from argus_verify.diagnostics import ArgusError, ArgusRuntimeError
+from argus_verify.frontend import compile_file, compile_source
+from argus_verify.lowering.ptx import lower
+from argus_verify.runtime import interp
+from argus_verify.semantics import round_to
+from argus_verify.smt.protocol import PROTOCOL
+
+ROOT = Path(__file__).resolve().parents[1]
+WS = ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_ws.arg"
+BUGGY = ROOT / "specs" / "buggy"
+SMALL = {"SMS": 4, "BN": 128, "STAGES": 2}  # several tiles per block, rings run on across tiles: the buggy specs
+TAGS = ("tag-assertion", "output-contract", "reduction-coverage", "output-once")
+
+
+def _inputs(m, n, k, seed=0):
+    rng = np.random.default_rng(seed)
+    a = round_to(rng.standard_normal((m, k)).astype(np.float32), "bf16")
+    b = round_to(rng.standard_normal((k, n)).astype(np.float32), "bf16")
+    return a, b, a.astype(np.float64) @ b.astype(np.float64)
+
+
+def _rel(out, ref):
+    return float(np.linalg.norm(np.nan_to_num(out, nan=1e30) - ref) / np.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("consts,shape", [({"SMS": 2, "GROUP": 2}, (130, 264, 136)),  # 128 x 256 tiles
+                                          (SMALL, (257, 264, 600))])  # 3 x 3 tiles on 4 blocks, 10 k tiles
+def test_ws_gemm_is_correct_in_the_interpreter_on_ragged_shapes(consts, shape):
+    m, n, k = shape
+    a, b, ref = _inputs(m, n, k)
+    out = interp.run(compile_file(str(WS), consts), {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"]
+    assert _rel(out, ref) < 1e-6
+
+
+def test_ws_gemm_is_correct_with_either_side_ahead():
+    # warpgroups: the producer ahead (the default for roles); warpgroups:1: consumer warpgroup 0 ahead
+    m, n, k = 150, 264, 600
+    a, b, ref = _inputs(m, n, k)
+    kern = compile_file(str(WS), {"SMS": 2})
+    for schedule in ("warpgroups", "warpgroups:1"):
+        out = interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k}, schedule=schedule)["C"]
+        assert _rel(out, ref) < 1e-6, schedule
+    with pytest.raises(ArgusError, match="warpgroups takes 0"):
+        interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k}, schedule="warpgroups:2")
+
+
+def test_ws_protocol_and_tags_are_proved():
+    rep = smt.verify(compile_file(str(WS), SMALL), checks=(*PROTOCOL, *TAGS)).results
+    assert {r.obligation for r in rep} == set(PROTOCOL) | set(TAGS)
+    assert all(r.status == "proved" for r in rep), [(r.obligation, r.message) for r in rep if r.status != "proved"]
+
+
+def test_roles_are_read_off_warpgroup_conditions():
+    tid = ir.ISpecial("thread_id")
+    wg = ir.IBin("//", tid, ir.IConst(128))
+    assert roles.warpgroup_split(ir.IBin("==", wg, ir.IConst(2)), 384) == ((2,), (0, 1))
+    assert roles.warpgroup_split(ir.IBin("<", tid, ir.IConst(256)), 384) == ((0, 1), (2,))
+    assert roles.warpgroup_split(ir.IBin("==", tid, ir.IConst(0)), 384) is None  # thread 0: not a warpgroup
+    assert roles.warpgroup_split(ir.IBin("==", wg, ir.IConst(0)), 128) is None  # one warpgroup: nothing to split
+    k = compile_file(str(WS))
+    assert [(r.warpgroups, r.registers) for r in roles.roles(k)] == [((2,), 40), ((0, 1), 232)]
+    assert k.policy("maxnreg") == 168  # 65536 / 384 threads, a multiple of 8; 40 + 2 * 232 <= 512 per thread
+
+
+def test_ws_lowers_to_setmaxnreg_against_the_launch_count_and_ptxas_takes_it():
+    ptx = lower(compile_file(str(WS))).ptx
+    assert ".maxnreg 168" in ptx
+    assert ptx.count("setmaxnreg.dec.sync.aligned.u32 40;") == 1
+    assert ptx.count("setmaxnreg.inc.sync.aligned.u32 232;") == 1
+    assert ptx.count("mbarrier.arrive.shared::cta.b64") == 2  # the consumers' releases of empty[s]
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16") == 4  # one m64 block per consumer, 4 k steps
+    if shutil.which("ptxas") is None:
+        pytest.skip("ptxas not installed")
+    done = subprocess.run(["ptxas", "-arch=sm_90a", "-v", "-o", "/dev/null", "-"], input=ptx, text=True,
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr.lower(), done.stderr
+    assert "0 bytes spill stores, 0 bytes spill loads" in done.stderr
+    assert re.search(r"Used (\d+) registers", done.stderr) and int(re.search(r"Used (\d+) registers",
+                                                                             done.stderr).group(1)) <= 168
+
+
+def _ws_with(old: str, new: str) -> str:
+    text = WS.read_text()
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("old,new,message,at", [
+    ("PRODUCER_REGS=40", "PRODUCER_REGS=36", "multiple of 8 in 24..256, got 36", "setmaxnreg(PRODUCER_REGS)"),
+    ("PRODUCER_REGS=40", "PRODUCER_REGS=264", "multiple of 8 in 24..256, got 264", "setmaxnreg(PRODUCER_REGS)"),
+    ("CONSUMER_REGS=232", "CONSUMER_REGS=248", "248 + 248 + 40 per thread", "setmaxnreg(CONSUMER_REGS)"),
+    ("        setmaxnreg(CONSUMER_REGS)\n", "        KT2 = KT\n        setmaxnreg(CONSUMER_REGS)\n",
+     "first statement of a warpgroup role", "setmaxnreg(CONSUMER_REGS)"),
+    ("    barrier()\n", "    barrier()\n    setmaxnreg(40)\n", "first statement of a warpgroup role", "setmaxnreg(40)"),
+    ("    if warpgroup_id == WG:", "    if warpgroup_id == 0:", "put it first", "tv=ACC"),
+])
+def test_register_policy_and_roles_are_checked_at_compile_time(old, new, message, at):
+    text = _ws_with(old, new)
+    with pytest.raises(ArgusError) as e:
+        compile_source(text, "ws.arg")
+    assert message in str(e.value.args[0]), e.value.args[0]
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if at in t and not t.startswith("#")
+                and (at != "tv=ACC" or "zeros" in t))
+    assert e.value.span.line == line and e.value.span.col > 1
+
+
+def test_a_bad_register_policy_exits_2_with_file_line_col(capsys, tmp_path):
+    path = tmp_path / "ws.arg"
+    path.write_text(_ws_with("CONSUMER_REGS=232", "CONSUMER_REGS=248"))
+    code = main(["compile", str(path), "--no-verify"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert re.search(rf"{re.escape(str(path))}:\d+:\d+: .*register file", err), err
+    assert "^" in err
+
+
+def test_a_ws_deadlock_in_the_interpreter_names_role_barrier_and_phase():
+    a, b, _ = _inputs(70, 264, 328)
+    with pytest.raises(ArgusRuntimeError) as e:
+        interp.run(compile_file(str(BUGGY / "wgmma_ws_empty_wrong_parity.arg")), {"A": a, "B": b},
+                   {"M": 70, "N": 264, "K": 328})
+    msg = str(e.value.args[0])
+    assert "deadlock" in msg and "warpgroup 2, producer role" in msg and "empty[0]" in msg and "phase 0" in msg
+    assert "warpgroup 0, consumer role" in msg and "full[0]" in msg
+    assert e.value.span.line == 40  # the producer's wait on empty, the head of the stopped pipeline
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("m,n,k", [(150, 200, 328), (257, 264, 600), (1000, 1000, 1000)])
+def test_ws_gemm_on_the_gpu(m, n, k):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("cuda.bindings")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    from argus_verify.runtime.tma import TmaKernel
+
+    kern = TmaKernel(lower(compile_file(str(WS))))
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    kern({"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k})
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    assert not torch.isnan(c).any()
+    assert float((c.double() - ref).norm() / ref.norm()) < 1e-5
