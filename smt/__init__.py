@@ -82,13 +82,17 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     want = set(checks or OBLIGATIONS)
     from argus_verify.smt.protocol import PROTOCOL
 
-    report.results, report.notes = _obligations(kernel, timeout_s, shapes, want - {"launch"} - set(PROTOCOL), jobs)
+    from argus_verify.smt.protocol_cluster import CLUSTER_PROTOCOL
+
+    report.results, report.notes = _obligations(kernel, timeout_s, shapes,
+                                                want - {"launch"} - set(PROTOCOL) - set(CLUSTER_PROTOCOL), jobs)
     launch = _check_launch(kernel, shapes, timeout_s)
     _settle()
     report.results += _reductions(kernel, timeout_s, want, shapes)
     _settle()
     proto = _protocol(kernel, want, shapes)
-    followed = {r.obligation for r in proto if r.obligation not in PROTOCOL}  # tags followed through wgmma
+    followed = {r.obligation for r in proto
+                if r.obligation not in PROTOCOL + CLUSTER_PROTOCOL}  # tags followed through wgmma
     report.results = [r for r in report.results if r.obligation not in followed] + proto
     if launch.vacuous:
         vacuity.mark_vacuous(report.results, launch.vacuous)
@@ -119,14 +123,18 @@ def _check_launch(kernel, shapes, timeout_s) -> vacuity.Launch:
 def _protocol(kernel, want, shapes) -> list:
     """The Hopper protocol obligations (smt/protocol.py), for kernels that use mbarriers, TMA or wgmma."""
     from argus_verify.smt.protocol import PROTOCOL, check_protocol
+    from argus_verify.smt.protocol_cluster import CLUSTER_PROTOCOL, check_cluster_protocol
 
-    if not ir.uses_hopper(kernel.body) or not set(PROTOCOL) & want:
+    names = PROTOCOL
+    if kernel.cluster != (1, 1, 1):  # the CTAs of a cluster run together
+        check_protocol, names = check_cluster_protocol, PROTOCOL + CLUSTER_PROTOCOL
+    if not ir.uses_hopper(kernel.body) or not set(names) & want:
         return []
     try:
         return [r for r in check_protocol(kernel, shapes) if r.obligation in want]  # (and followed tags)
     except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
         return [ObligationResult(n, "unknown", kernel.span, f"internal verifier error: {type(e).__name__}: {e}",
-                                 detail={"reason": traceback.format_exc()}) for n in PROTOCOL if n in want]
+                                 detail={"reason": traceback.format_exc()}) for n in names if n in want]
 
 
 def _reductions(kernel, timeout_s, want, shapes) -> list:

@@ -34,6 +34,9 @@ OBLIGATIONS = (
     "async-proxy-fence",
     "descriptor-layout",
     "tma-box",
+    # thread-block clusters (smt/protocol_cluster.py)
+    "cluster-sync",
+    "multicast-mask",
 )
 WARNINGS = ("bank-conflict", "uncoalesced")
 AUDIT_ONLY = ("shuffle", "cp-async")  # raised by `argus audit` on PTX; .arg kernels get them by construction
