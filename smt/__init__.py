@@ -81,7 +81,6 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     report = VerifyReport(kernel.name, kernel.source_file, shapes=shapes or None)
     want = set(checks or OBLIGATIONS)
     from argus_verify.smt.protocol import PROTOCOL
-
     from argus_verify.smt.protocol_cluster import CLUSTER_PROTOCOL
 
     report.results, report.notes = _obligations(kernel, timeout_s, shapes,
