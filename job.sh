@@ -5,32 +5,31 @@ out=${1:-bench-out}; lim=${2:-180}; start=$(date +%s)
 mkdir -p "$out"
 left() { echo $(( lim - ($(date +%s) - start) )); }
 note() { echo "$*" | tee -a "$out/summary.txt"; }
+step() {  # step NAME MAX RESERVE cmd...: run with min(MAX, left - RESERVE) seconds, if at least 15
+  local name=$1 max=$2 reserve=$3; shift 3
+  local t=$(( $(left) - reserve )); [ $t -gt $max ] && t=$max
+  if [ $t -lt 15 ]; then note "$name: no time left"; return 99; fi
+  timeout $t "$@" >"$out/$name.log" 2>&1; local rc=$?
+  note "$name: rc=$rc ($(( $(date +%s) - start ))s) $(grep -h -E 'checks:|ERROR SUMMARY|RACECHECK SUMMARY' "$out/$name.log" | tr '\n' ' ')"
+  return $rc
+}
 CL=tests/hopper/gemm_bf16_wgmma_cluster.arg
+CLM=tests/hopper/gemm_bf16_wgmma_cluster_m.arg
 WG=tests/hopper/gemm_bf16_wgmma_wg.arg
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader >"$out/gpu.txt" 2>&1
+RAGGED=150x200x328,64x136x64,130x8x8,257x264x200,1000x1000x1000,300x1100x520
 
-timeout 40 python3 bench/cluster_probe.py --out "$out" >"$out/probe.log" 2>&1
-note "probe rc=$? $(grep -c '"ok": true' "$out/probe.log") launch path(s) ok"
-
-t=$(( $(left) - 70 )); [ $t -gt 100 ] && t=100
-if [ $t -gt 20 ]; then
-  timeout $t python3 bench/gemm_wgmma.py --no-verify --spec $CL --reps 15 --out "$out/cluster" \
-      --ragged 150x200x328,64x136x64,130x8x8,257x264x200,1000x1000x1000,300x1100x520 >"$out/cluster.log" 2>&1
-  note "cluster gemm rc=$? $(grep -E 'checks:' "$out/cluster.log")"
-fi
-t=$(( $(left) - 40 )); [ $t -gt 60 ] && t=60
-if [ $t -gt 20 ]; then
-  timeout $t python3 bench/gemm_wgmma.py --no-verify --spec $WG --reps 15 --out "$out/wg" --ragged 150x200x328 \
-      >"$out/wg.log" 2>&1
-  note "wg gemm (the step base) rc=$?"
-fi
-for tool in memcheck racecheck synccheck; do
-  t=$(( $(left) - 5 )); [ $t -gt 40 ] && t=40
-  [ $t -lt 15 ] && { note "sanitizer $tool: no time left"; continue; }
-  timeout $t compute-sanitizer --tool $tool --report-api-errors no python3 bench/gemm_wgmma.py --no-verify \
-      --check-only --spec $CL --ragged 150x600x328 --out "$out/san_$tool" >"$out/san_$tool.log" 2>&1
-  note "sanitizer $tool 150x600x328: rc=$? $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY|checks:' "$out/san_$tool.log" | tr '\n' ' ')"
+step probe 40 120 python3 bench/cluster_probe.py --out "$out"
+step cluster_n 80 90 python3 bench/gemm_wgmma.py --no-verify --spec $CL --reps 15 --out "$out/cluster_n" --ragged $RAGGED
+step wg 45 60 python3 bench/gemm_wgmma.py --no-verify --spec $WG --reps 15 --out "$out/wg" --ragged 150x200x328
+step memcheck 40 45 compute-sanitizer --tool memcheck --report-api-errors no python3 bench/gemm_wgmma.py --no-verify \
+    --check-only --spec $CL --ragged 150x600x328 --out "$out/san_memcheck"
+step cluster_m 50 30 python3 bench/gemm_wgmma.py --no-verify --spec $CLM --reps 15 --out "$out/cluster_m" \
+    --ragged 150x200x328,300x264x200,1000x1000x1000
+for tool in racecheck synccheck; do
+  step $tool 40 5 compute-sanitizer --tool $tool --report-api-errors no python3 bench/gemm_wgmma.py --no-verify \
+      --check-only --spec $CL --ragged 150x600x328 --out "$out/san_$tool"
 done
-echo; echo "== cluster"; grep -E '^\||check ' "$out/cluster.log" 2>/dev/null
-echo "== wg (step base)"; grep -E '^\|' "$out/wg.log" 2>/dev/null
+echo
+for n in cluster_n cluster_m wg; do echo "== $n"; grep -E '^\||^check|loaded' "$out/$n.log" 2>/dev/null; done
 echo "== summary"; cat "$out/summary.txt"
