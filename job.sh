@@ -15,13 +15,17 @@ step() {  # step NAME MAX RESERVE cmd...: run with min(MAX, left - RESERVE) seco
 }
 CL=tests/hopper/gemm_bf16_wgmma_cluster.arg
 CLM=tests/hopper/gemm_bf16_wgmma_cluster_m.arg
+CLP=tests/hopper/gemm_bf16_wgmma_cluster_persistent.arg
 WG=tests/hopper/gemm_bf16_wgmma_wg.arg
+PER=tests/hopper/gemm_bf16_wgmma_persistent.arg
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader >"$out/gpu.txt" 2>&1
 RAGGED=150x200x328,64x136x64,130x8x8,257x264x200,1000x1000x1000,300x1100x520
 
 step probe 40 120 python3 bench/cluster_probe.py --out "$out"
 step cluster_n 80 90 python3 bench/gemm_wgmma.py --no-verify --spec $CL --reps 15 --out "$out/cluster_n" --ragged $RAGGED
-step wg 45 60 python3 bench/gemm_wgmma.py --no-verify --spec $WG --reps 15 --out "$out/wg" --ragged 150x200x328
+step cluster_p 60 80 python3 bench/gemm_wgmma.py --no-verify --spec $CLP --reps 15 --out "$out/cluster_p" --ragged $RAGGED
+step wg 40 60 python3 bench/gemm_wgmma.py --no-verify --spec $WG --reps 15 --out "$out/wg" --ragged 150x200x328
+step persistent 40 50 python3 bench/gemm_wgmma.py --no-verify --spec $PER --reps 15 --out "$out/persistent" --ragged 150x200x328
 step memcheck 40 45 compute-sanitizer --tool memcheck --report-api-errors no python3 bench/gemm_wgmma.py --no-verify \
     --check-only --spec $CL --ragged 150x600x328 --out "$out/san_memcheck"
 step cluster_m 50 30 python3 bench/gemm_wgmma.py --no-verify --spec $CLM --reps 15 --out "$out/cluster_m" \
@@ -31,5 +35,5 @@ for tool in racecheck synccheck; do
       --check-only --spec $CL --ragged 150x600x328 --out "$out/san_$tool"
 done
 echo
-for n in cluster_n cluster_m wg; do echo "== $n"; grep -E '^\||^check|loaded' "$out/$n.log" 2>/dev/null; done
+for n in cluster_n cluster_p cluster_m wg persistent; do echo "== $n"; grep -E '^\||^check|loaded' "$out/$n.log" 2>/dev/null; done
 echo "== summary"; cat "$out/summary.txt"

@@ -129,6 +129,24 @@ def test_multicast_gemm_in_the_interpreter_on_ragged_shapes(m, n, k, consts):
     assert _rel(out, ref) < 1e-6
 
 
+VARIANTS = {  # the cluster along M (sharing B), and the persistent kernel (clusters walking tiles)
+    "m": (ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster_m.arg", {}, (200, 136, 328)),
+    "persistent": (ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster_persistent.arg", {"SMS": 4, "GROUP": 2},
+                   (130, 264, 136)),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_variants_are_right_in_the_interpreter_and_proved(variant):
+    path, extra, (m, n, k) = VARIANTS[variant]
+    kern = compile_file(str(path), SMALL | extra)
+    a, b, ref = _inputs(m, n, k)
+    assert _rel(interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"], ref) < 1e-6
+    rep = smt.verify(kern, checks=(*PROTOCOL, *CLUSTER_PROTOCOL, "output-once", "reduction-coverage"))
+    assert {r.obligation for r in rep.results} >= set(PROTOCOL) | set(CLUSTER_PROTOCOL) | {"output-once"}
+    assert all(r.status == "proved" for r in rep.results), rep.render_text()
+
+
 def test_the_multicast_gemm_is_proved():
     rep = smt.verify(compile_file(str(SPEC), SMALL), checks=(*PROTOCOL, *CLUSTER_PROTOCOL, "output-once",
                                                               "reduction-coverage", "output-contract"))
