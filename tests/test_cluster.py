@@ -131,8 +131,8 @@ def test_multicast_gemm_in_the_interpreter_on_ragged_shapes(m, n, k, consts):
 
 VARIANTS = {  # the cluster along M (sharing B), and the persistent kernel (clusters walking tiles)
     "m": (ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster_m.arg", {}, (200, 136, 328)),
-    "persistent": (ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster_persistent.arg", {"SMS": 4, "GROUP": 2, "STAGES": 2},
-                   (130, 264, 136)),
+    "persistent": (ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster_persistent.arg",
+                   {"SMS": 4, "GROUP": 2, "STAGES": 2}, (130, 264, 136)),
 }
 
 
