@@ -92,7 +92,10 @@ def main() -> int:
                 cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = gx, gy, 1
                 cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = 32, 1, 1
                 cfg.sharedMemBytes = 0
-                cfg.hStream = stream
+                try:
+                    cfg.hStream = stream
+                except TypeError:
+                    cfg.hStream = drv.CUstream(int(stream))
                 at = drv.CUlaunchAttribute()
                 at.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
                 at.value.clusterDim.x, at.value.clusterDim.y, at.value.clusterDim.z = cx, 1, 1

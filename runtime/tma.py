@@ -144,7 +144,10 @@ def launch_cluster(func, grid: tuple, block: int, cluster: tuple, shared_bytes: 
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = (int(g) for g in grid)
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = int(block), 1, 1
     cfg.sharedMemBytes = int(shared_bytes)
-    cfg.hStream = stream
+    try:
+        cfg.hStream = stream
+    except TypeError:  # bindings that take only their own handle type here
+        cfg.hStream = drv.CUstream(int(stream))
     attr = drv.CUlaunchAttribute()
     attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = (int(c) for c in cluster)
