@@ -901,6 +901,12 @@ def walk_stmts(body):
             yield from walk_stmts(s.orelse)
 
 
+def uses_cluster(kernel: Kernel) -> bool:
+    """Whether a kernel runs in thread-block clusters: a cluster(...) shape of more than one block,
+    or cluster statements (with cluster(1), each block is a cluster of one)."""
+    return kernel.cluster != (1, 1, 1) or any(isinstance(s, CLUSTER_STMTS) for s in walk_stmts(kernel.body))
+
+
 def uses_hopper(body) -> bool:
     """Whether a kernel body uses the Hopper async machinery (mbarriers, TMA, wgmma)."""
     for s in walk_stmts(body):

@@ -169,7 +169,7 @@ def format_source(k: ir.Kernel) -> str:
         grid.pop()
     lines.append(f"{pad}grid({', '.join(fmt_iexpr(g) for g in grid)})")
     lines.append(f"{pad}block({k.block})")
-    if k.cluster != (1, 1, 1):
+    if ir.uses_cluster(k):
         lines.append(f"{pad}cluster({', '.join(str(c) for c in k.cluster)})")
     if k.policies:
         lines.append(f"{pad}policy({', '.join(f'{n}={v!r}' for n, v in k.policies)})")

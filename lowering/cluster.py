@@ -22,8 +22,8 @@ class ClusterLowering:
         return [".reqnctapercluster {}, {}, {}".format(*self.k.cluster)]
 
     def _need_cluster(self, s) -> None:
-        if self.k.cluster == (1, 1, 1):
-            raise LoweringError("a cluster operation in a kernel without a cluster(...) shape", s.span)
+        """The front end accepts these only with a cluster(...) shape; cluster(1) is a cluster of one
+        block (the launch's implicit cluster), where they act on the block itself."""
 
     def visit_TmaLoadMulticast(self, s: ir.TmaLoadMulticast) -> None:
         self._need_cluster(s)

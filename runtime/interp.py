@@ -86,7 +86,7 @@ class Launch:
         width = self.threads if schedule.lockstep else schedule.width
         units = [ThreadGroup(self, batch, t0, min(width, self.threads - t0)) for t0 in range(0, self.threads, width)]
         drive(units, schedule.policy(), batch)
-        if self.kernel.cluster != (1, 1, 1):
+        if ir.uses_cluster(self.kernel):
             check_cluster_exit(batch)
 
 

@@ -77,14 +77,13 @@ class ClusterOps:
     def cluster(self) -> ClusterState:
         st = self.hopper()
         if getattr(st, "cluster", None) is None:
-            shape = self.launch.kernel.cluster
-            if shape == (1, 1, 1):
-                raise ArgusRuntimeError("a cluster operation in a kernel without a cluster(...) shape")
-            st.cluster = ClusterState(self.batch.blocks, shape)
+            st.cluster = ClusterState(self.batch.blocks, self.launch.kernel.cluster)
         return st.cluster
 
     def _clustered(self) -> bool:
-        return self.launch.kernel.cluster != (1, 1, 1)
+        if not hasattr(self.launch, "clustered"):
+            self.launch.clustered = ir.uses_cluster(self.launch.kernel)
+        return self.launch.clustered
 
     def _bar_state(self, cs: ClusterState, name: str):
         if name not in cs.published:

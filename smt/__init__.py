@@ -125,7 +125,7 @@ def _protocol(kernel, want, shapes) -> list:
     from argus_verify.smt.protocol_cluster import CLUSTER_PROTOCOL, check_cluster_protocol
 
     names = PROTOCOL
-    if kernel.cluster != (1, 1, 1):  # the CTAs of a cluster run together
+    if ir.uses_cluster(kernel):  # the CTAs of a cluster run together
         check_protocol, names = check_cluster_protocol, PROTOCOL + CLUSTER_PROTOCOL
     if not ir.uses_hopper(kernel.body) or not set(names) & want:
         return []

@@ -129,8 +129,10 @@ def test_multicast_gemm_in_the_interpreter_on_ragged_shapes(m, n, k, consts):
     assert _rel(out, ref) < 1e-6
 
 
-VARIANTS = {  # the cluster along M (sharing B), and the persistent kernel (clusters walking tiles)
+VARIANTS = {  # the cluster along M (sharing B), the persistent kernel (clusters walking tiles), options
     "m": (ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster_m.arg", {}, (200, 136, 328)),
+    "one": (SPEC, {"CL": 1}, (150, 200, 328)),  # cluster(1): the same protocol, each block its own cluster
+    "lag": (SPEC, {"LAG": 1}, (150, 200, 328)),
     "persistent": (ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster_persistent.arg",
                    {"SMS": 4, "GROUP": 2, "STAGES": 2}, (130, 264, 136)),
 }
