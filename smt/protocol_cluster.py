@@ -74,6 +74,18 @@ class CtaSkeleton(P.Skeleton):
             raise
 
     def mbarrier(self, s: ir.MbarrierOp, env, active):
+        if s.kind == "wait" and self.published and active.sum() > 1:
+            # the threads waiting on one (barrier, parity) wait alike: one of each suffices (the role
+            # named in a counterexample stays the statement's, self.active)
+            idx = np.broadcast_to(np.asarray(self.ev(s.bar.index[0].index, env)), (self.T,))
+            par = np.broadcast_to(np.asarray(self.ev(s.value, env)), (self.T,)) % 2
+            on = np.nonzero(active)[0]
+            _, first = np.unique((idx * 2 + par)[on], return_index=True)
+            reps = np.zeros_like(active)
+            reps[on[first]] = True
+            b = self.bar(s.bar.base)
+            if np.all(b["inited"][np.unique(idx[on])]):
+                active = reps
         name = s.bar.base
         idx = np.broadcast_to(np.asarray(self.ev(s.bar.index[0].index, env)), (self.T,))[active]
         self.books(name)
