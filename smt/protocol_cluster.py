@@ -246,7 +246,8 @@ class ClusterRun:
             sk.fail("cluster-sync", s.span, f"{what} reaches {name}[{i}] of CTA rank {dst.rank} before a cluster_sync "
                     f"has published that CTA's mbarrier_init", [f"rank {dst.rank} may not have initialised it yet: "
                     "a cluster_sync after the inits (and their fence) must precede the first multicast or remote "
-                    "arrival"], barrier=name, stage=i, target=dst.rank)
+                    "arrival"], barrier=name, stage=i, target=dst.rank,
+                    phase=int(dst.bar(name)["phase"][i]))
 
     def multicast(self, sk: CtaSkeleton, s: ir.TmaLoadMulticast, env, active):
         name = s.bar.base
@@ -292,7 +293,8 @@ class ClusterRun:
                     sk.fail("stage-reuse", s.span, f"refills {s.dst.base} of CTA rank {dst.rank} while {who} wgmma "
                             f"reading it (line {w['span'].line}, {P._loop(w['loop'])}) is still in flight",
                             ["a wgmma_wait that retires that wgmma must come before the refill"],
-                            barrier=s.bar.base, stage=i, target=dst.rank)
+                            barrier=s.bar.base, stage=i, target=dst.rank,
+                            phase=int(dst.bar(s.bar.base)["phase"][i]))
         if dst is sk:
             return
         last = dst.last_read.get(s.dst.base)
@@ -303,7 +305,8 @@ class ClusterRun:
                     f"arrival of rank {dst.rank} after that read was observed by rank {sk.rank}",
                     [f"the refill must wait for a release of every CTA it writes to: rank {dst.rank}'s consumers "
                      f"arrive on rank {sk.rank}'s empty barrier (mbarrier_arrive_cluster) and the producer waits on "
-                     "it"], barrier=s.bar.base, stage=i, target=dst.rank)
+                     "it"], barrier=s.bar.base, stage=i, target=dst.rank,
+                            phase=int(dst.bar(s.bar.base)["phase"][i]))
 
     def remote_arrive(self, sk: CtaSkeleton, s: ir.MbarrierArriveCluster, env, active):
         name = s.bar.base
