@@ -21,21 +21,8 @@ PER=tests/hopper/gemm_bf16_wgmma_persistent.arg
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader >"$out/gpu.txt" 2>&1
 RAGGED=150x200x328,64x136x64,130x8x8,257x264x200,1000x1000x1000,300x1096x520,2000x520x72
 
-step cluster_n 30 120 $B --spec $CL --out "$out/cluster_n" --ragged $RAGGED
-step cluster_p 30 110 $B --spec $CLP --out "$out/cluster_p" --ragged $RAGGED
-step persistent 25 100 $B --spec $PER --out "$out/persistent" --ragged 150x200x328
-step cluster_p_lag1 25 90 $B --spec $CLP --consts LAG=1 --out "$out/cluster_p_lag1" --ragged 257x264x200,300x1096x520
-step cluster_n_lag1 25 80 $B --spec $CL --consts LAG=1 --out "$out/cluster_n_lag1" --ragged 257x264x200,300x1096x520
-step cluster_n_cl1 25 70 $B --spec $CL --consts CL=1 --out "$out/cluster_n_cl1" --ragged 257x264x200
-step cluster_p_cl1 25 60 $B --spec $CLP --consts CL=1 --out "$out/cluster_p_cl1" --ragged 257x264x200
-step wg 25 50 $B --spec $WG --out "$out/wg" --ragged 150x200x328
-for tool in memcheck racecheck synccheck; do
-  step san_$tool 30 5 compute-sanitizer --tool $tool --report-api-errors no python3 bench/gemm_wgmma.py --no-verify \
-      --check-only --spec $CLP --consts SMS=8,GROUP=2 --ragged 300x1096x328 --out "$out/san_$tool"
-done
-step ncu 40 0 ncu --section WarpStateStats --section SpeedOfLight -k regex:gemm_bf16_wgmma --launch-skip 1 -c 1 python3 bench/gemm_wgmma.py \
-    --no-verify --spec $CL --ragged 150x200x328 --timed 4096x4096x4096 --reps 1 --out "$out/ncu_run"
+step variants_p 80 60 python3 bench/cluster_variants.py --out "$out/variants_p" --spec $CLP
+step variants_n 60 5 python3 bench/cluster_variants.py --out "$out/variants_n" --spec $CL
 echo
-for n in cluster_n cluster_p cluster_p_lag1 cluster_n_lag1 cluster_n_cl1 cluster_p_cl1 persistent wg; do
-  echo "== $n"; grep -E '^\||^check|loaded' "$out/$n.log" 2>/dev/null; done
+for n in variants_p variants_n; do echo "== $n"; grep -E '^\||arg$' "$out/$n.log" 2>/dev/null; done
 echo "== summary"; cat "$out/summary.txt"
