@@ -83,7 +83,7 @@ def main() -> int:
             for shape, (a, b, c) in inputs.items():
                 sizes = dict(zip("MNK", shape, strict=True))
                 prep = kern.prepare({"A": a, "B": b, "C": c}, sizes)
-                t = _time(torch, lambda prep=prep, sizes=sizes: kern.launch(prep, sizes), args.reps)
+                t = _time(torch, lambda prep=prep, sizes=sizes, kern=kern: kern.launch(prep, sizes), args.reps)
                 tc = _time(torch, lambda a=a, b=b: torch.matmul(a, b), args.reps)
                 fl = 2 * shape[0] * shape[1] * shape[2]
                 row["times"].append({"shape": list(shape), "ms": t, "tflops": fl / t / 1e9, "cublas_ms": tc,
