@@ -128,6 +128,9 @@ _KERNEL = (
             (_p("x"), _p("y", 1), _p("z", 1))),
     Builtin("block", "kernel", LAUNCH, "the number of threads of a block",
             "a constant multiple of 32 between 32 and 1024", (_p("threads"),)),
+    Builtin("cluster", "kernel", LAUNCH, "the thread-block cluster shape: blocks along x, y and z per cluster",
+            "constants >= 1 of at most 8 blocks in all; the grid's extents must be multiples of them",
+            (_p("x"), _p("y", 1), _p("z", 1))),
     Builtin("policy", "kernel", LAUNCH, "code-generation choices; they never change the meaning",
             "min_blocks_per_sm in 1..32, maxnreg in 1..255 (constants), prefetch True or False",
             keywords=(_p("min_blocks_per_sm", None), _p("maxnreg", None), _p("prefetch", False))),
@@ -198,6 +201,17 @@ _HOPPER = (
             "cp.async.bulk.tensor global -> shared of a tile, zero fill outside the tensor, completing its "
             "bytes on an mbarrier", "a shared view and a global view of the same 2-D tile and dtype, and an "
                                     "mbarrier; guard it to one thread", (_p("dst"), _p("src"), _BAR)),
+    Builtin("tma_load_multicast", "hopper", STATEMENT,
+            "cp.async.bulk.tensor .multicast::cluster: tma_load into the same shared view of every CTA of the "
+            "cluster named in `mask` (bit r: rank r), each completing its bytes on its own mbarrier `bar`",
+            "as tma_load, in a kernel with a cluster(...) shape, and an integer mask of cluster ranks",
+            (_p("dst"), _p("src"), _BAR, _p("mask"))),
+    Builtin("mbarrier_arrive_cluster", "hopper", STATEMENT,
+            "mapa + mbarrier.arrive.release.cluster: one arrival on mbarrier `bar` of the cluster's CTA of "
+            "rank `cta`", "an mbarrier and an integer rank in the cluster", (_BAR, _p("cta"))),
+    Builtin("cluster_sync", "hopper", STATEMENT,
+            "barrier.cluster.arrive.release + barrier.cluster.wait.acquire: every thread of every CTA of the "
+            "cluster meets here", "no arguments; top level of a kernel with a cluster(...) shape"),
     Builtin("wgmma", "hopper", FRAGMENT, "wgmma.mma_async m64nNk16: c + a @ b from shared memory, asynchronous",
             "shared views a [M, K] and b [K, N] of bf16 or f16 (M a multiple of 64, K of 16), c an f32 "
             "fragment [M, N] in the accumulator layout; the result is ready after wgmma_wait",
@@ -307,6 +321,9 @@ _VALUES = (
             "the same for every thread of a block", form=VALUE, usage="block_id.x"),
     Builtin("num_blocks", "kernel", INTEGER, "the grid's extents (.x, .y, .z)", "the same for every thread",
             form=VALUE, usage="num_blocks.x"),
+    Builtin("cluster_rank", "kernel", INTEGER, "the block's rank in its cluster (%cluster_ctarank): "
+            "block_id.x % cx + cx * (block_id.y % cy) + cx * cy * (block_id.z % cz)",
+            "the same for every thread of a block; needs cluster(...)", form=VALUE),
     Builtin("inf", "constant", FLOAT, "positive infinity (-inf: negative)", "a floating-point constant",
             form=VALUE),
     Builtin("nan", "constant", FLOAT, "not a number", "a floating-point constant", form=VALUE),

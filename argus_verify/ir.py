@@ -693,10 +693,43 @@ class SetMaxNReg:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
-HOPPER_STMTS = (MbarrierOp, Fence, TmaLoad, WgmmaGroup, TmaStore, BulkGroup, SetMaxNReg)
+@attrs.frozen
+class TmaLoadMulticast:
+    """cp.async.bulk.tensor ... .multicast::cluster: the TmaLoad of `src` into shared view `dst` of
+    every CTA of the cluster whose rank is a set bit of `mask`, each copy completing its tile bytes
+    on the mbarrier at `bar`'s offset in that CTA. Issued by every thread that runs it."""
+
+    dst: View
+    src: View
+    bar: View
+    mask: IExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class MbarrierArriveCluster:
+    """mapa + mbarrier.arrive.release.cluster.shared::cluster: one arrival on the mbarrier at
+    `bar`'s offset in the shared memory of the cluster's CTA of rank `cta` (this CTA's included)."""
+
+    bar: View
+    cta: IExpr
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+@attrs.frozen
+class ClusterSync:
+    """barrier.cluster.arrive.release + barrier.cluster.wait.acquire: every thread of every CTA of
+    the cluster meets here; what each did before is visible to all after (mbarrier inits included)."""
+
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+CLUSTER_STMTS = (TmaLoadMulticast, MbarrierArriveCluster, ClusterSync)
+HOPPER_STMTS = (MbarrierOp, Fence, TmaLoad, WgmmaGroup, TmaStore, BulkGroup, SetMaxNReg, *CLUSTER_STMTS)
 
 Stmt = (Let | Assign | SharedAlloc | Store | Stmatrix | CopyAsync | Commit | Wait | Barrier | For | If | Assert
-        | MbarrierOp | Fence | TmaLoad | WgmmaGroup | TmaStore | BulkGroup | SetMaxNReg)
+        | MbarrierOp | Fence | TmaLoad | WgmmaGroup | TmaStore | BulkGroup | SetMaxNReg | TmaLoadMulticast
+        | MbarrierArriveCluster | ClusterSync)
 
 # ---------------------------------------------------------------------------------------------
 # the kernel
@@ -854,6 +887,12 @@ class Kernel:
     # compiler policies from `policy(...)`: they change the generated code, never the meaning
     policies: tuple = ()  # ((name, value), ...)
     contracts: tuple = ()  # of Contract
+    # thread-block cluster shape from `cluster(x, y, z)`; (1, 1, 1): no clusters
+    cluster: tuple = (1, 1, 1)
+
+    @property
+    def cluster_size(self) -> int:
+        return self.cluster[0] * self.cluster[1] * self.cluster[2]
 
     def contract_of(self, tensor: str) -> Contract | None:
         return next((c for c in self.contracts if c.tensor == tensor), None)
@@ -898,6 +937,12 @@ def walk_stmts(body):
         elif isinstance(s, If):
             yield from walk_stmts(s.then)
             yield from walk_stmts(s.orelse)
+
+
+def uses_cluster(kernel: Kernel) -> bool:
+    """Whether a kernel runs in thread-block clusters: a cluster(...) shape of more than one block,
+    or cluster statements (with cluster(1), each block is a cluster of one)."""
+    return kernel.cluster != (1, 1, 1) or any(isinstance(s, CLUSTER_STMTS) for s in walk_stmts(kernel.body))
 
 
 def uses_hopper(body) -> bool:

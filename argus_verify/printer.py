@@ -80,6 +80,12 @@ def hopper_stmt_source(s) -> str:
         if s.kind == "commit":
             return "bulk_commit()"
         return f"bulk_wait({s.pending}{'' if s.read else ', writes=True'})"
+    if isinstance(s, ir.TmaLoadMulticast):
+        return f"tma_load_multicast({fmt_view(s.dst)}, {fmt_view(s.src)}, {fmt_view(s.bar)}, {fmt_iexpr(s.mask)})"
+    if isinstance(s, ir.MbarrierArriveCluster):
+        return f"mbarrier_arrive_cluster({fmt_view(s.bar)}, {fmt_iexpr(s.cta)})"
+    if isinstance(s, ir.ClusterSync):
+        return "cluster_sync()"
     return "wgmma_commit()" if s.kind == "commit" else f"wgmma_wait({s.pending})"
 
 
@@ -176,6 +182,7 @@ class _Statements(Visitor, families=("statements",)):
         return [pad + hopper_stmt_source(s)]
 
     visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_TmaStore = visit_BulkGroup = visit_SetMaxNReg = visit_MbarrierOp
+    visit_TmaLoadMulticast = visit_MbarrierArriveCluster = visit_ClusterSync = visit_MbarrierOp
 
     def visit_Assert(self, s: ir.Assert, pad: str, indent: int) -> list[str]:
         return [f"{pad}assert {fmt_iexpr(s.cond)}"]

@@ -438,6 +438,21 @@ ASYNC_OPS: dict[str, AsyncOp] = {o.name: o for o in (
             "waits until at most n of the thread's committed bulk groups are still reading their shared sources"),
     AsyncOp("bulk.wait_group", "cp.async.bulk.wait_group {n};",
             "waits until at most n of the thread's committed bulk groups are in flight (their writes done)"),
+    AsyncOp("tma.load.multicast", "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                  ".multicast::cluster [{dst}], [{tmap}, {{{col}, {row}}}], [{bar}], {mask};",
+            "the box at (col, row) into the shared memory of every CTA of the cluster whose rank is a set bit "
+            "of the 16-bit `mask`, at the same offset in each; each copy completes its bytes on the mbarrier at "
+            "`bar`'s offset in its CTA"),
+    AsyncOp("mapa", "mapa.shared::cluster.u32 {d}, {addr}, {cta};",
+            "the shared::cluster address of this CTA's shared address `addr` in the cluster's CTA of rank `cta`"),
+    AsyncOp("mbarrier.arrive.cluster", "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{bar}];",
+            "one arrival on the mbarrier at shared::cluster address `bar` (a peer CTA's, through mapa), "
+            "releasing this thread's earlier accesses at cluster scope"),
+    AsyncOp("cluster.arrive", "barrier.cluster.arrive.release.aligned;",
+            "this thread arrives at the cluster barrier, releasing its earlier accesses at cluster scope"),
+    AsyncOp("cluster.wait", "barrier.cluster.wait.acquire.aligned;",
+            "waits until every thread of every CTA of the cluster has arrived; their released accesses "
+            "are then visible (acquire)"),
     AsyncOp("wgmma.fence", "wgmma.fence.sync.aligned;", "orders earlier register accesses before later wgmmas"),
     AsyncOp("wgmma.mma_async", "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} {{{d}}}, {desc_a}, {desc_b}, "
                                "{scale_d}, 1, 1, {trans_a}, {trans_b};",

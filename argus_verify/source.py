@@ -122,6 +122,7 @@ class _Statements(Visitor, families=("statements",)):
         return [pad + hopper_stmt_source(s)]
 
     visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_TmaStore = visit_BulkGroup = visit_SetMaxNReg = visit_MbarrierOp
+    visit_TmaLoadMulticast = visit_MbarrierArriveCluster = visit_ClusterSync = visit_MbarrierOp
 
     def visit_Assert(self, s: ir.Assert, pad: str) -> list[str]:
         return [f"{pad}assert {fmt_iexpr(s.cond)}"]
@@ -168,6 +169,8 @@ def format_source(k: ir.Kernel) -> str:
         grid.pop()
     lines.append(f"{pad}grid({', '.join(fmt_iexpr(g) for g in grid)})")
     lines.append(f"{pad}block({k.block})")
+    if ir.uses_cluster(k):
+        lines.append(f"{pad}cluster({', '.join(str(c) for c in k.cluster)})")
     if k.policies:
         lines.append(f"{pad}policy({', '.join(f'{n}={v!r}' for n, v in k.policies)})")
     for t in k.tags:

@@ -38,6 +38,7 @@ class KernelBuilder:
         self.shared: dict[str, ir.SharedAlloc] = {}
         self.block: int | None = None
         self.grid: tuple | None = None
+        self.cluster: tuple | None = None  # from cluster(...)
         self.requires: list = []
         self.policies: list = []
         self.tags: list[ir.TagDecl] = []

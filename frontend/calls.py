@@ -13,7 +13,7 @@ import difflib
 from typing import TYPE_CHECKING
 
 from argus_verify import ir
-from argus_verify.frontend import compute, hopper, hopper_store, integers, layouts, memory, warp
+from argus_verify.frontend import cluster, compute, hopper, hopper_store, integers, layouts, memory, warp
 from argus_verify.frontend.arguments import call_site, split_args
 from argus_verify.frontend.values import FragVal, IntVal, Val
 from argus_verify.instructions import BUILTINS, CALL, COMPONENT, LAUNCH, LOOP, STATEMENT, VALUE
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 # builtins called in an expression or as a statement: handler(CallSite) -> value (None for statements)
 HANDLERS = {**memory.HANDLERS, **hopper.HANDLERS, **compute.HANDLERS, **warp.HANDLERS, **layouts.HANDLERS,
-            **integers.HANDLERS, **hopper_store.HANDLERS}
+            **integers.HANDLERS, **hopper_store.HANDLERS, **cluster.HANDLERS}
 
 
 def call(b: KernelBuilder, n) -> Val:

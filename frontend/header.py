@@ -125,6 +125,23 @@ def grid(site: CallSite):
     b.grid = tuple(dims) + tuple(ir.IConst(1) for _ in range(3 - len(dims)))
 
 
+MAX_CLUSTER = 8  # blocks per cluster a kernel may ask for portably (CUDA's limit without opting in)
+
+
+def cluster(site: CallSite):
+    b = site.b
+    if b.cluster is not None:
+        raise b.err(site.node, "cluster(...) given twice")
+    dims = [b.const_int(a, "a cluster extent") for a in site.args]
+    for a, d in zip(site.args, dims, strict=True):
+        if d < 1:
+            raise b.err(a, f"a cluster extent must be at least 1, got {d}")
+    dims += [1] * (3 - len(dims))
+    if dims[0] * dims[1] * dims[2] > MAX_CLUSTER:
+        raise b.err(site.node, f"a cluster holds at most {MAX_CLUSTER} blocks, got {dims[0] * dims[1] * dims[2]}")
+    b.cluster = tuple(dims)
+
+
 _POLICY_LIMITS = {"min_blocks_per_sm": 32, "maxnreg": 255}  # the integer policies; prefetch is a flag
 
 
@@ -143,7 +160,7 @@ def policy(site: CallSite):
         b.policies.append((key, value))
 
 
-LAUNCH_HANDLERS = {"grid": grid, "block": block, "policy": policy}
+LAUNCH_HANDLERS = {"grid": grid, "block": block, "policy": policy, "cluster": cluster}
 
 
 def launch_uniform(b: KernelBuilder, e: ir.IExpr) -> bool:
@@ -212,7 +229,8 @@ def kernel_ir(b: KernelBuilder, name_tok, body: list) -> ir.Kernel:
         name=b.kname, params=tuple(b.params), consts=tuple(b.consts.items()), sizes=tuple(b.sizes),
         requires=tuple(b.requires), grid=b.grid, block=b.block, tags=tuple(b.tags), contracts=tuple(b.contracts),
         tagfns=tuple(b.tagfns.values()),
-        body=tuple(body), source_file=b.file, span=b.sp(name_tok), policies=tuple(b.policies))
+        body=tuple(body), source_file=b.file, span=b.sp(name_tok), policies=tuple(b.policies),
+        cluster=b.cluster or (1, 1, 1))
 
 
 # -- the launch's built-in values: handlers take the builder, the name's node and the component
@@ -230,6 +248,26 @@ def grid_index(b: KernelBuilder, node, component: str | None) -> IntVal:
     if component not in ("x", "y", "z"):
         raise b.err(node, f"{name} has components x, y and z, not '{component}'")
     return IntVal(ir.ISpecial(f"{name}.{component}", b.sp(node)), True)
+
+
+def cluster_rank(b: KernelBuilder, node, component: str | None) -> IntVal:
+    """%cluster_ctarank as what it is for a cluster launch (clusters tile the grid in order):
+    block_id.x % cx + cx * (block_id.y % cy) + cx * cy * (block_id.z % cz)."""
+    _bare(b, node, component)
+    shape = b.cluster
+    if shape is None:
+        raise b.err(node, "cluster_rank needs a cluster(...) shape in the kernel's header")
+    sp = b.sp(node)
+    rank, scale = None, 1
+    for axis, extent in zip("xyz", shape, strict=True):
+        if extent == 1:
+            continue
+        term = ir.IBin("%", ir.ISpecial(f"block_id.{axis}", sp), ir.IConst(extent, sp), sp)
+        if scale != 1:
+            term = ir.IBin("*", term, ir.IConst(scale, sp), sp)
+        rank = term if rank is None else ir.IBin("+", rank, term, sp)
+        scale *= extent
+    return IntVal(rank if rank is not None else ir.IConst(0, sp), True)
 
 
 def float_constant(b: KernelBuilder, node, component: str | None) -> FloatVal:
@@ -250,4 +288,5 @@ def warpgroup_index(b: KernelBuilder, node, component: str | None) -> IntVal:
 
 VALUE_HANDLERS = {"thread_id": thread_index, "warp_id": thread_index, "lane_id": thread_index,
                   "warpgroup_id": warpgroup_index,
-                  "block_id": grid_index, "num_blocks": grid_index, "inf": float_constant, "nan": float_constant}
+                  "block_id": grid_index, "num_blocks": grid_index, "inf": float_constant, "nan": float_constant,
+                  "cluster_rank": cluster_rank}

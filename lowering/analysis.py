@@ -57,6 +57,12 @@ class Reads(Visitor, families=("statements", "fragment_ops")):
     def visit_TmaStore(self, s: ir.TmaStore) -> set:
         return view_names(s.dst) | view_names(s.src)
 
+    def visit_TmaLoadMulticast(self, s: ir.TmaLoadMulticast) -> set:
+        return view_names(s.dst) | view_names(s.src) | view_names(s.bar) | iexpr_names(s.mask)
+
+    def visit_MbarrierArriveCluster(self, s: ir.MbarrierArriveCluster) -> set:
+        return view_names(s.bar) | iexpr_names(s.cta)
+
     def visit_For(self, s: ir.For) -> set:
         return iexpr_names(s.start) | iexpr_names(s.stop) | self._deep(s.body)
 
@@ -75,6 +81,7 @@ class Reads(Visitor, families=("statements", "fragment_ops")):
     # assertions are proved, not executed: they read nothing at run time
     visit_SharedAlloc = visit_Commit = visit_Wait = visit_Barrier = visit_Assert = _nothing
     visit_Fence = visit_WgmmaGroup = visit_BulkGroup = visit_SetMaxNReg = _nothing
+    visit_ClusterSync = _nothing
 
     def visit_Load(self, op: ir.Load) -> set:
         return view_names(op.src)
@@ -148,6 +155,7 @@ class Appearances(Visitor, families=("statements",)):
     visit_SharedAlloc = visit_Store = visit_Stmatrix = visit_CopyAsync = visit_Commit = visit_Wait = _plain
     visit_Barrier = visit_MbarrierOp = visit_Fence = visit_TmaLoad = visit_WgmmaGroup = _plain
     visit_TmaStore = visit_BulkGroup = visit_SetMaxNReg = _plain
+    visit_TmaLoadMulticast = visit_MbarrierArriveCluster = visit_ClusterSync = _plain
 
 
 def appearances(body) -> list:

@@ -31,6 +31,7 @@ import numpy as np
 
 from argus_verify import ir
 from argus_verify.lowering.analysis import deferrable_loads, fixed_names, read_counts
+from argus_verify.lowering.cluster import ClusterLowering
 from argus_verify.lowering.compute import ComputeLowering
 from argus_verify.lowering.control import ControlLowering
 from argus_verify.lowering.copies import CopyLowering
@@ -79,8 +80,8 @@ class LoweredKernel:
         return (g + (1, 1, 1))[:3]
 
 
-class Lowerer(ControlLowering, PrefetchLowering, MemoryLowering, CopyLowering, HopperLowering, VectorPlanning,
-              ComputeLowering, WarpLowering, Visitor, families=("statements", "fragment_ops")):
+class Lowerer(ControlLowering, PrefetchLowering, MemoryLowering, CopyLowering, HopperLowering, ClusterLowering,
+              VectorPlanning, ComputeLowering, WarpLowering, Visitor, families=("statements", "fragment_ops")):
     """One kernel's lowering. The families' handlers live in the mixins above; this class holds
     what they share: the emitter, the names bound so far and the kernel's parameters."""
 
@@ -221,6 +222,7 @@ class Lowerer(ControlLowering, PrefetchLowering, MemoryLowering, CopyLowering, H
                  ",\n".join(f"    .param {p.ptx_type} {self.pname(p.name)}" + (f"[{TMAP_BYTES}]" if p.kind == "tmap"
                                                                                else "") for p in params),
                  ")", f".reqntid {self.k.block}, 1, 1"]
+        lines += self.cluster_directives()
         if self.min_blocks_per_sm:
             lines.append(f".minnctapersm {self.min_blocks_per_sm}")
         if self.k.policy("maxnreg") is not None:

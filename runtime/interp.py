@@ -26,6 +26,7 @@ import numpy as np
 
 from argus_verify import ir
 from argus_verify.diagnostics import ArgusError, ArgusRuntimeError
+from argus_verify.runtime.interp_cluster import ClusterOps, check_cluster_exit, cluster_order
 from argus_verify.runtime.interp_compute import ComputeOps
 from argus_verify.runtime.interp_control import ControlOps, TraceEvent
 from argus_verify.runtime.interp_hopper import HopperOps, HopperState
@@ -70,6 +71,11 @@ class Launch:
         batch = max(1, MAX_BATCH_ELEMS // (self.threads * vmax))
         linear = np.arange(total)
         ids = np.stack([linear % g[0], (linear // g[0]) % g[1], linear // (g[0] * g[1])], 1)
+        shape = self.kernel.cluster
+        if shape != (1, 1, 1):  # a cluster's blocks run in one batch, by rank
+            ids = cluster_order(ids, g, shape)
+            size = shape[0] * shape[1] * shape[2]
+            batch = max(size, batch - batch % size)
         for start in range(0, total, batch):
             self.run_batch(ids[start:start + batch])
 
@@ -87,6 +93,8 @@ class Launch:
         units = [ThreadGroup(self, batch, t0, min(width, self.threads - t0)) for t0 in range(0, self.threads, width)]
         drive(units, schedule.policy(), batch)
         units[0].exit_blocks()  # TMA stores still in flight at the blocks' exit
+        if ir.uses_cluster(self.kernel):
+            check_cluster_exit(batch)
 
 
 @attrs.define
@@ -110,7 +118,7 @@ class BlockBatch:
         self.shared.barrier()
 
 
-class ThreadGroup(ControlOps, MemoryOps, HopperOps, ComputeOps, WarpOps, Visitor,
+class ThreadGroup(ControlOps, MemoryOps, ClusterOps, HopperOps, ComputeOps, WarpOps, Visitor,
                   families=("statements", "fragment_ops", "int_exprs")):
     """Threads first_thread .. first_thread + count - 1 of every block of a batch: one scheduling
     unit. Values are [blocks, threads] (integers) and [blocks, threads, values] (fragments)."""

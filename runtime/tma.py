@@ -201,8 +201,36 @@ class TmaKernel:
         gx, gy, gz = self.lk.grid(sizes)
         if stream is None:
             stream = torch.cuda.current_stream().cuda_stream
+        cluster = self.lk.kernel.cluster
+        if cluster != (1, 1, 1):
+            launch_cluster(self.func, (gx, gy, gz), self.lk.block, cluster, self.lk.dynamic_shared_bytes, stream,
+                           ptrs)
+            return
         _check(drv.cuLaunchKernel(self.func, gx, gy, gz, self.lk.block, 1, 1, self.lk.dynamic_shared_bytes,
                                   stream, ctypes.addressof(ptrs), 0), "cuLaunchKernel")
 
     def __call__(self, tensors: Mapping, sizes: Mapping[str, int]) -> None:
         self.launch(self.prepare(tensors, sizes), sizes)
+
+
+def launch_cluster(func, grid: tuple, block: int, cluster: tuple, shared_bytes: int, stream, ptrs) -> None:
+    """cuLaunchKernelEx with the cluster-dimension attribute (the same shape as the entry's
+    `.reqnctapercluster`). Clusters tile the grid, so each extent must be a multiple of the cluster's."""
+    bad = [(g, c) for g, c in zip(grid, cluster, strict=True) if g % c]
+    if bad:
+        raise TmaError(f"grid {tuple(grid)} is not a multiple of the cluster shape {tuple(cluster)}")
+    drv = _driver()
+    cfg = drv.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = (int(g) for g in grid)
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = int(block), 1, 1
+    cfg.sharedMemBytes = int(shared_bytes)
+    try:
+        cfg.hStream = stream
+    except TypeError:  # bindings that take only their own handle type here
+        cfg.hStream = drv.CUstream(int(stream))
+    attr = drv.CUlaunchAttribute()
+    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = (int(c) for c in cluster)
+    cfg.attrs = [attr]
+    cfg.numAttrs = 1
+    _check(drv.cuLaunchKernelEx(cfg, func, ctypes.addressof(ptrs), 0), "cuLaunchKernelEx")

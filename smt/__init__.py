@@ -81,10 +81,12 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     report = VerifyReport(kernel.name, kernel.source_file, shapes=shapes or None)
     want = set(checks or OBLIGATIONS)
     from argus_verify.smt.protocol import PROTOCOL
+    from argus_verify.smt.protocol_cluster import CLUSTER_PROTOCOL
 
     # the protocol skeleton (numpy only, no Z3 terms) runs beside the solver's steps when forking is allowed
     proto_job = _fork(_protocol, kernel, want, shapes) if jobs > 1 and ir.uses_hopper(kernel.body) else None
-    report.results, report.notes = _obligations(kernel, timeout_s, shapes, want - {"launch"} - set(PROTOCOL), jobs)
+    report.results, report.notes = _obligations(kernel, timeout_s, shapes, want - {"launch"} - set(PROTOCOL) - set(CLUSTER_PROTOCOL),
+                                                jobs)
     windows = frozenset(w for r in report.results if r.status == "proved" for w in r.detail.get("windows", ()))
     launch = _check_launch(kernel, shapes, timeout_s)
     _settle()
@@ -202,14 +204,18 @@ def _check_launch(kernel, shapes, timeout_s) -> vacuity.Launch:
 def _protocol(kernel, want, shapes) -> list:
     """The Hopper protocol obligations (smt/protocol.py), for kernels that use mbarriers, TMA or wgmma."""
     from argus_verify.smt.protocol import PROTOCOL, check_protocol
+    from argus_verify.smt.protocol_cluster import CLUSTER_PROTOCOL, check_cluster_protocol
 
-    if not ir.uses_hopper(kernel.body) or not set(PROTOCOL) & want:
+    names = PROTOCOL
+    if ir.uses_cluster(kernel):  # the CTAs of a cluster run together
+        check_protocol, names = check_cluster_protocol, PROTOCOL + CLUSTER_PROTOCOL
+    if not ir.uses_hopper(kernel.body) or not set(names) & want:
         return []
     try:
         return [r for r in check_protocol(kernel, shapes) if r.obligation in want]  # (and followed tags)
     except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
         return [ObligationResult(n, "unknown", kernel.span, f"internal verifier error: {type(e).__name__}: {e}",
-                                 detail={"reason": traceback.format_exc()}) for n in PROTOCOL if n in want]
+                                 detail={"reason": traceback.format_exc()}) for n in names if n in want]
 
 
 def _reductions(kernel, timeout_s, want, shapes, windows=frozenset()) -> list:

@@ -62,6 +62,9 @@ class Analysis(
     """Statement handlers: `visit_<Stmt>(s, node, env)`; fragment operation handlers:
     `visit_<Op>(op, s, node, env, label, loopdeps)` for the `Assign` s, returning its `FragV`."""
 
+    # the cluster statements are Hopper statements: beyond the tag encoding too (smt/protocol_cluster.py)
+    visit_TmaLoadMulticast = visit_MbarrierArriveCluster = visit_ClusterSync = HopperMixin.visit_MbarrierOp
+
     def __init__(self, kernel: ir.Kernel, shapes: dict | None = None):
         # the kernel's tables, the records the walk fills in, then the walk itself
         self.k = kernel

@@ -35,6 +35,9 @@ OBLIGATIONS = (
     "descriptor-layout",
     "tma-box",
     "bulk-group",
+    # thread-block clusters (smt/protocol_cluster.py)
+    "cluster-sync",
+    "multicast-mask",
 )
 WARNINGS = ("bank-conflict", "uncoalesced")
 AUDIT_ONLY = ("shuffle", "cp-async")  # raised by `argus audit` on PTX; .arg kernels get them by construction

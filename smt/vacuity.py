@@ -429,12 +429,14 @@ class _Divisions(Visitor, families=("statements",)):
 
     visit_Assign = visit_Store = visit_Stmatrix = visit_CopyAsync = visit_Assert = visit_expressions
     visit_MbarrierOp = visit_TmaLoad = visit_TmaStore = visit_expressions
+    visit_TmaLoadMulticast = visit_MbarrierArriveCluster = visit_expressions
 
     def visit_nothing(self, s, env, path, guard):
         pass
 
     visit_SharedAlloc = visit_Commit = visit_Wait = visit_Barrier = visit_nothing
     visit_Fence = visit_WgmmaGroup = visit_BulkGroup = visit_SetMaxNReg = visit_nothing
+    visit_ClusterSync = visit_nothing
 
 
 def _forget_assigned(env, stmts) -> None:

@@ -1,0 +1,195 @@
+"""Thread-block clusters: the cluster shape and rank, TMA multicast, remote mbarrier arrivals and the
+cluster barrier through the front end, the PTX (and ptxas), the interpreter (the CTAs of a cluster
+run together; each protocol bug of specs/buggy/wgmma_cluster_* gives a wrong answer, a deadlock or
+a reported fault there) and the verifier (smt/protocol_cluster.py)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from argus_verify import smt
+from argus_verify.diagnostics import ArgusError
+from argus_verify.frontend import compile_file, compile_source
+from argus_verify.lowering.ptx import lower
+from argus_verify.runtime import interp
+from argus_verify.runtime.interp_cluster import cluster_order
+from argus_verify.semantics import round_to
+from argus_verify.smt.protocol import PROTOCOL
+from argus_verify.smt.protocol_cluster import CLUSTER_PROTOCOL
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster.arg"
+BUGGY = sorted((ROOT / "specs" / "buggy").glob("wgmma_cluster_*.arg"))
+SMALL = {"BM": 64, "BN": 64, "BK": 64, "STAGES": 3, "WG": 1, "CL": 2}  # the buggy specs' constants
+# what each bug does in the interpreter (a peer may lag, async work completes as late as allowed)
+OUTCOME = {
+    "wgmma_cluster_expect_own_bytes": "wrong",  # the phase completes on its own bytes, the peer's A in flight
+    "wgmma_cluster_local_release": "wrong",  # the refill overwrites a stage a lagging peer still reads
+    "wgmma_cluster_mask_self_only": r"deadlock: wait on full\[2\]",
+    "wgmma_cluster_no_init_sync": r"before a cluster_sync published that block's mbarrier_init",
+    "wgmma_cluster_no_exit_sync": r"may exit while block \(1, 0, 0\) of its cluster still arrives on its empty",
+    "wgmma_cluster_mask_outside": r"multicast mask 0x7 names CTAs outside the cluster",
+}
+
+
+def _inputs(m, n, k, seed=0):
+    rng = np.random.default_rng(seed)
+    a = round_to(rng.standard_normal((m, k)).astype(np.float32), "bf16")
+    b = round_to(rng.standard_normal((k, n)).astype(np.float32), "bf16")
+    return a, b, a.astype(np.float64) @ b.astype(np.float64)
+
+
+def _rel(out, ref):
+    return float(np.linalg.norm(np.nan_to_num(out, nan=1e30) - ref) / np.linalg.norm(ref))
+
+
+def test_the_cluster_shape_reaches_the_ptx_and_ptxas_takes_it():
+    k = compile_file(str(SPEC))
+    assert k.cluster == (2, 1, 1) and k.cluster_size == 2
+    ptx = lower(k).ptx
+    for needle in (".reqnctapercluster 2, 1, 1", "barrier.cluster.arrive.release.aligned;",
+                   "barrier.cluster.wait.acquire.aligned;", "mapa.shared::cluster.u32",
+                   "mbarrier.arrive.release.cluster.shared::cluster.b64 _,",
+                   "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"):
+        assert needle in ptx, needle
+    assert re.search(r"\.multicast::cluster \[%r\d+\], \[%rd\d+, \{%r\d+, %r\d+\}\], \[%r\d+\], %h\d+;", ptx)
+    if shutil.which("ptxas") is None:
+        pytest.skip("ptxas not installed")
+    done = subprocess.run(["ptxas", "-arch=sm_90a", "-o", "/dev/null", "-"], input=ptx, text=True,
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+SRC = """kernel k<B=128>(X: f32[N]) -> Y: f32[N]:
+    grid(cdiv(N, B))
+    block(B)
+{launch}
+    v = load(X[block_id.x * B : block_id.x * B + B], tv=(B, 1):(1, 1), mask=True)
+{stmt}
+    store(Y[block_id.x * B : block_id.x * B + B], v, mask=True)
+"""
+
+
+@pytest.mark.parametrize("launch,stmt,msg,line", [
+    ("", "    cluster_sync()", "needs a cluster(...) shape", 6),
+    ("    cluster(4, 4)", "", "at most 8 blocks", 4),
+    ("    cluster(2)", "    if thread_id == 0:\n        cluster_sync()", "cannot be inside a condition", 7),
+    ("    cluster(0)", "", "at least 1", 4),
+])
+def test_cluster_errors_point_at_their_line(launch, stmt, msg, line):
+    with pytest.raises(ArgusError) as e:
+        compile_source(SRC.format(launch=launch, stmt=stmt), "t.arg")
+    assert msg in str(e.value) and e.value.span.line == line
+
+
+def test_cluster_rank_is_the_rank_the_hardware_gives():
+    k = compile_source(SRC.format(launch="    cluster(2, 2)\n    r = cluster_rank", stmt=""), "t.arg")
+    let = next(s for s in k.body if getattr(s, "name", None) == "r")
+    from argus_verify import ir
+
+    for bx, by in [(0, 0), (1, 0), (2, 1), (5, 3)]:
+        env = {}
+        e = let.value
+        val = ir.eval_int(_bind(e, bx, by), env)
+        assert val == bx % 2 + 2 * (by % 2)
+
+
+def _bind(e, bx, by):
+    from argus_verify import ir
+
+    if isinstance(e, ir.ISpecial):
+        return ir.IConst({"block_id.x": bx, "block_id.y": by}[e.which])
+    if isinstance(e, ir.IBin):
+        return ir.IBin(e.op, _bind(e.a, bx, by), _bind(e.b, bx, by))
+    return e
+
+
+def test_clusters_tile_the_grid_by_rank():
+    ids = np.array([[x, y, 0] for y in range(2) for x in range(4)])
+    order = cluster_order(ids, (4, 2, 1), (2, 1, 1))
+    assert order[:, :2].tolist() == [[0, 0], [1, 0], [2, 0], [3, 0], [0, 1], [1, 1], [2, 1], [3, 1]]
+    with pytest.raises(ArgusError, match="not a multiple of the cluster shape"):
+        cluster_order(ids[:6], (3, 2, 1), (2, 1, 1))
+
+
+@pytest.mark.parametrize("m,n,k,consts", [
+    (150, 200, 328, None),  # one cluster of two 256-column tiles, the second partly past N
+    (64, 136, 64, SMALL | {"BN": 128}),  # the second block of the cluster lies wholly past N
+    (200, 296, 704, SMALL | {"CL": 4}),  # clusters of 4, a ragged last one
+])
+def test_multicast_gemm_in_the_interpreter_on_ragged_shapes(m, n, k, consts):
+    a, b, ref = _inputs(m, n, k)
+    out = interp.run(compile_file(str(SPEC), consts), {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"]
+    assert _rel(out, ref) < 1e-6
+
+
+VARIANTS = {  # the cluster along M (sharing B), the persistent kernel (clusters walking tiles), options
+    "m": (ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster_m.arg", {}, (200, 136, 328)),
+    "one": (SPEC, {"CL": 1}, (150, 200, 328)),  # cluster(1): the same protocol, each block its own cluster
+    "lag": (SPEC, {"LAG": 1}, (150, 200, 328)),
+    "persistent": (ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster_persistent.arg",
+                   {"SMS": 4, "GROUP": 2, "STAGES": 2}, (130, 264, 136)),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_variants_are_right_in_the_interpreter_and_proved(variant):
+    path, extra, (m, n, k) = VARIANTS[variant]
+    kern = compile_file(str(path), SMALL | extra)
+    a, b, ref = _inputs(m, n, k)
+    assert _rel(interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"], ref) < 1e-6
+    rep = smt.verify(kern, checks=(*PROTOCOL, *CLUSTER_PROTOCOL, "output-once", "reduction-coverage"))
+    assert {r.obligation for r in rep.results} >= set(PROTOCOL) | set(CLUSTER_PROTOCOL) | {"output-once"}
+    assert all(r.status == "proved" for r in rep.results), rep.render_text()
+
+
+def test_the_multicast_gemm_is_proved():
+    rep = smt.verify(compile_file(str(SPEC), SMALL), checks=(*PROTOCOL, *CLUSTER_PROTOCOL, "output-once",
+                                                              "reduction-coverage", "output-contract"))
+    got = {(r.obligation, r.status) for r in rep.results}
+    assert {o for o, _ in got} >= set(PROTOCOL) | set(CLUSTER_PROTOCOL) | {"output-once", "reduction-coverage"}
+    assert all(status == "proved" for _, status in got), rep.render_text()
+
+
+@pytest.mark.parametrize("path", BUGGY, ids=[p.stem for p in BUGGY])
+def test_each_cluster_bug_is_violated_at_its_line_and_wrong_in_the_interpreter(path):
+    (obligation, line), = re.findall(r"^# expect: (\S+) line (\d+)$", path.read_text(), re.M)
+    k = compile_file(str(path))
+    rep = smt.verify(k, checks=(*PROTOCOL, *CLUSTER_PROTOCOL))
+    violated = [r for r in rep.results if r.status == "violated"]
+    assert [(r.obligation, r.location.line) for r in violated] == [(obligation, int(line))], rep.render_text()
+    assert "CTA rank" in violated[0].explanation[0] and "role:" in violated[0].explanation[0]
+    m, n, kk = 70, 264, 328  # 6 k tiles > STAGES: refills, both parities, drain; 5 column tiles, 3 clusters
+    a, b, ref = _inputs(m, n, kk)
+    want = OUTCOME[path.stem]
+    if want == "wrong":
+        assert _rel(interp.run(k, {"A": a, "B": b}, {"M": m, "N": n, "K": kk})["C"], ref) > 1e-2
+    else:
+        with pytest.raises(ArgusError, match=want):
+            interp.run(k, {"A": a, "B": b}, {"M": m, "N": n, "K": kk})
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("m,n,k", [(150, 200, 328), (64, 136, 64), (257, 600, 200)])
+def test_multicast_gemm_on_the_gpu(m, n, k):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("cuda.bindings")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    from argus_verify.runtime.tma import TmaKernel
+
+    kern = TmaKernel(lower(compile_file(str(SPEC))))
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    kern({"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k})
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    assert float((c.double() - ref).norm() / ref.norm()) < 1e-5
