@@ -51,6 +51,11 @@ def check_reductions(kernel: ir.Kernel, timeout_s: float, shapes: dict | None = 
 
 def _flow_results(kernel, span, timeout_s) -> list:
     flow = ReductionFlow(kernel)
+    unseen = sorted({c.tensor for c in kernel.contracts} - {st.dst.base for st, _ in flow.outputs})
+    if unseen:  # nothing the pass follows writes the output: no proof from an empty set of stores
+        why = f"no store to {', '.join(unseen)} that the pass follows (written by a statement it does not model)"
+        return [ObligationResult(n, "unknown", span, f"beyond the analysis: {why}", detail={"reason": why})
+                for n in ("reduction-operator", "padding")]
     check_outputs(kernel, flow)
     out = []
     for name, what in (("reduction-operator", OPERATOR), ("padding", PADDING)):
