@@ -181,6 +181,11 @@ def _merge_protocol(results: list, proto: list, kernel) -> list:
             if violated:
                 r.detail["consequence_of"] = violated[0]  # unknown because of a violation reported
         kept.append(r)
+    bounded = {r.obligation for r in proto if r.obligation in PROTOCOL and r.detail.get("bounded")}
+    for r in kept:  # a proof for all sizes that takes a bounded check's result as given is bounded too
+        through = [n for n in r.detail.get("relies_on", ()) if n in bounded] if r.status == "proved" else []
+        if through and "bounded" not in r.detail:
+            r.detail["bounded"] = {"through": through}
     found = {r.obligation for r in proto if r.status == "violated"}
     for r in kept:  # the solver could not decide what the bounded run found violated
         if r.status == "unknown" and r.obligation in found:

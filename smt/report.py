@@ -236,9 +236,11 @@ class VerifyReport:
         scope = ""
         if self.shapes:
             scope = " for " + ", ".join(f"{k}={v}" for k, v in self.shapes.items()) + " only"
+        bounded = sum(1 for r in self.results if r.status == "proved" and r.detail.get("bounded"))
         summary = (
             f"{self.file}: kernel {self.kernel}: {len(self.results)} obligations: {c['proved']} proved"
-            f"{scope}, {c['violated']} violated, {c['unknown']} unknown, {c['warning']} warnings"
+            + (f" ({bounded} of them by bounded runs of the loops)" if bounded else "")
+            + f"{scope}, {c['violated']} violated, {c['unknown']} unknown, {c['warning']} warnings"
             + (f", {c['vacuous']} vacuous" if c["vacuous"] else "")
             + f" ({self.seconds:.2f} s)"
         )
