@@ -670,6 +670,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug in Argus, not in the user's kernel
         if os.environ.get("ARGUS_DEBUG"):
             raise
+        if getattr(args, "json", False):  # --json output stays JSON, whatever happened
+            print(json.dumps({"status": "error", "kind": "internal", "message": f"{type(e).__name__}: {e}",
+                              "note": "a bug in Argus; rerun with ARGUS_DEBUG=1 for the traceback"}, indent=2))
         print(f"argus: internal error: {type(e).__name__}: {e}\n"
               "  this is a bug in Argus; rerun with ARGUS_DEBUG=1 for the traceback", file=sys.stderr)
         return 4

@@ -345,3 +345,19 @@ def test_replay_prints_the_report_even_when_the_replay_faults(capsys):
     code, payload = cli_json(capsys, "verify", oob, "--replay")
     (violated,) = [r for r in payload if r["status"] == "violated"]
     assert code == 1 and violated["replay"]["replayed"] is False and "out-of-bounds" in violated["replay"]["error"]
+
+
+def test_internal_error_under_json_is_still_json(capsys, monkeypatch):
+    """A bug in Argus (here: a planted exception in the verifier) exits 4, and under --json prints a
+    JSON error object, never nothing or a traceback."""
+    import argus_verify.smt as smt
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(smt, "verify", broken)
+    code = main(["verify", str(VECADD_PATH), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 4 and "Traceback" not in out + err
+    doc = json.loads(out)
+    assert doc["status"] == "error" and doc["kind"] == "internal" and "planted" in doc["message"]
