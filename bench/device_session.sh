@@ -32,16 +32,17 @@ for spec in gemm_bf16_mma:M=200,N=136,K=88 gemm_bf16_mma_c16:M=200,N=136,K=88 re
     done
 done
 
-# the Hopper GEMMs through `argus run`, which builds their TMA tensor maps (cuda-python). Every Hopper
-# kernel has obligations the Z3 encoding leaves unknown (the protocol ones are proved): --allow-unknown
-for spec in specs/hopper/gemm_bf16_wgmma.arg tests/hopper/gemm_bf16_wgmma_store.arg; do
+# the Hopper GEMMs through `argus run`, which builds their TMA tensor maps (cuda-python) and launches
+# clusters. Verification is the suite's part (the persistent specs take minutes): --no-verify here
+for spec in specs/hopper/gemm_bf16_wgmma.arg tests/hopper/gemm_bf16_wgmma_ws.arg tests/hopper/gemm_bf16_wgmma_store.arg \
+            tests/hopper/gemm_bf16_wgmma_store_prefetch.arg tests/hopper/gemm_bf16_wgmma_cluster.arg; do
     [ -f "$spec" ] || continue
     name=$(basename "$spec" .arg)
     for tool in memcheck racecheck synccheck; do
         # --report-api-errors no: cuda-python probes driver entry points (cuGetProcAddress) with
         # arguments the driver refuses; those host-side API errors are not the kernel's
         timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 --report-api-errors no \
-            argus run "$spec" --backend cuda --allow-unknown --shape M=150,N=200,K=328 >>"$out/sanitizer.log" 2>&1
+            argus run "$spec" --backend cuda --no-verify --shape M=150,N=200,K=328 >>"$out/sanitizer.log" 2>&1
         note "sanitizer $tool $name 150x200x328: rc=$? $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer.log" | tail -1)"
     done
 done
@@ -52,6 +53,14 @@ echo "== mma.sync ceiling and bf16 GEMM"
 [ -f bench/mma_peak.py ] && note "$(tail -6 "$out/mma_peak.txt")"
 [ -f bench/gemm_bf16.py ] && timeout 300 python3 bench/gemm_bf16.py --out "$out" >"$out/gemm_bf16.txt" 2>&1
 [ -f bench/gemm_bf16.py ] && note "$(tail -16 "$out/gemm_bf16.txt")"
+
+echo "== Hopper GEMM steps, interleaved with cuBLAS in one process"
+timeout 300 python3 bench/hopper_steps.py --out "$out" --budget 240 \
+    1wg=specs/hopper/gemm_bf16_wgmma.arg 2wg=tests/hopper/gemm_bf16_wgmma_wg.arg \
+    persistent=tests/hopper/gemm_bf16_wgmma_persistent.arg ws=tests/hopper/gemm_bf16_wgmma_ws.arg \
+    store=tests/hopper/gemm_bf16_wgmma_store.arg prefetch=tests/hopper/gemm_bf16_wgmma_store_prefetch.arg \
+    cluster=tests/hopper/gemm_bf16_wgmma_cluster.arg >"$out/hopper_steps.txt" 2>&1
+note "$(tail -10 "$out/hopper_steps.txt")"
 
 echo "== table"
 cat "$summary"
