@@ -68,6 +68,7 @@ class Analysis(
     def __init__(self, kernel: ir.Kernel, shapes: dict | None = None):
         # the kernel's tables, the records the walk fills in, then the walk itself
         self.k = kernel
+        self.hopper = ir.uses_hopper(kernel.body)  # TMA / wgmma / mbarriers (smt.hopper)
         self.T = kernel.block
         self.shapes = dict(shapes or {})
         self.size_names = tuple(kernel.sizes)
