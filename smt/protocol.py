@@ -68,17 +68,28 @@ class _Deadlock(Exception):
 class BulkState:
     """The TMA stores of one block and what their shared sources may still be read for."""
 
-    def __init__(self, allocs: dict):
+    def __init__(self, sizes: dict):
         self.open: dict = {}  # issuing thread -> stores not committed
         self.groups: dict = {}  # issuing thread -> committed groups, oldest first
         self.released: list = []  # stores retired by a bulk_wait not yet published by a barrier()
         self.sums: list = []  # the accumulator records (_Rec) stored into shared memory
-        self.sum_id = {a: np.full(al.size_elems, -1) for a, al in allocs.items()}  # element -> its sum
-        self.unpublished = {a: np.full(al.size_elems, -1) for a, al in allocs.items()}  # writer, -2 several
+        self.sum_id = {a: np.full(n, -1) for a, n in sizes.items()}  # element -> its sum
+        self.unpublished = {a: np.full(n, -1) for a, n in sizes.items()}  # writer, -2 several
 
     def in_flight(self) -> list:
         return [st for v in self.open.values() for st in v] + \
             [st for v in self.groups.values() for grp in v for st in grp]
+
+
+_BULK_KINDS = (ir.TmaStore, ir.BulkGroup, ir.Barrier, ir.Store, ir.Stmatrix, ir.TmaLoad)
+_STORES: dict = {}  # id(kernel) -> whether it issues TMA stores
+
+
+def _has_tma_store(kernel) -> bool:
+    if id(kernel) not in _STORES:
+        _STORES.clear()  # one kernel at a time: ids of freed kernels may be reused
+        _STORES[id(kernel)] = any(isinstance(s, ir.TmaStore) for s in ir.walk_stmts(kernel.body))
+    return _STORES[id(kernel)]
 
 
 class BulkSteps:
@@ -86,26 +97,31 @@ class BulkSteps:
 
     def bulk_step(self, s, env, active) -> bool:
         """Handle `s` where it concerns TMA stores; True when nothing is left for `step` to do."""
-        if isinstance(s, ir.TmaStore):
+        kind = type(s)
+        if kind is ir.Assign:
+            if type(s.op) is ir.Cast and isinstance(self.acc_rec.get(s.op.arg), _Rec):
+                # a rounded accumulator holds the same sums: follow it (as `assign` does for the rest)
+                self.read_frag(s.op.arg, s)
+                self.acc_rec[s.name] = self.acc_rec[s.op.arg].copy()
+                self.unfenced[s.name] = s.span
+                self.pending_acc.pop(s.name, None)
+                return True
+            return False
+        if self.bulk is None or kind not in _BULK_KINDS:  # a kernel without TMA stores
+            return False
+        if kind is ir.TmaStore:
             self.tma_store(s, env, active)
             return True
-        if isinstance(s, ir.BulkGroup):
+        if kind is ir.BulkGroup:
             self.bulk_group(s, active)
             return True
-        if isinstance(s, ir.Barrier):
+        if kind is ir.Barrier:
             self.bulk.released = []
             for w in self.bulk.unpublished.values():
                 w[:] = -1
             return False
-        if isinstance(s, ir.Assign) and isinstance(s.op, ir.Cast) and isinstance(self.acc_rec.get(s.op.arg), _Rec):
-            # a rounded accumulator holds the same sums: follow it (as `assign` does for the rest)
-            self.read_frag(s.op.arg, s)
-            self.acc_rec[s.name] = self.acc_rec[s.op.arg].copy()
-            self.unfenced[s.name] = s.span
-            self.pending_acc.pop(s.name, None)
-            return True
-        dst = s.dst if isinstance(s, (ir.Store, ir.Stmatrix, ir.TmaLoad)) else None
-        if dst is None or dst.space != "shared":
+        dst = s.dst
+        if dst.space != "shared":
             return False
         off = self.offsets(dst, env, active)[0]
         self.bulk_write(dst.base, off, s.span, active)
@@ -179,7 +195,7 @@ class BulkSteps:
 
     def bulk_exit(self) -> None:
         """The block's end: no TMA store may still read its shared memory."""
-        left = self.bulk.in_flight()
+        left = self.bulk.in_flight() if self.bulk is not None else []
         if left:
             st = left[0]
             self.active = np.isin(self.tids, [st["tid"]])
@@ -250,7 +266,7 @@ class Skeleton(BulkSteps):
         self.acc_rec: dict = {}  # accumulator name -> what its wgmmas summed (see wgmma_tags)
         self.gemm = _gemm_contract(kernel)
         self.writes: list = []  # (store, row start, column start, tile) of each stored accumulator
-        self.bulk = BulkState(self.allocs)
+        self.bulk = BulkState({a: len(g) for a, g in self.generic.items()}) if _has_tma_store(kernel) else None
 
     # -- integers -------------------------------------------------------------------------------
     def ev(self, e: ir.IExpr, env):
