@@ -968,6 +968,8 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
     scope = (f"checked on {runs} size combinations (loop trip counts {covered[0] if covered else 0}.."
              f"{covered[-1] if covered else 0}, bound 2P+2 = {trip_bound})") if not shapes else \
         "checked for " + ", ".join(f"{k}={v}" for k, v in shapes.items())
+    if role_skeleton:
+        scope += "; warpgroup roles in one order: the producer ahead, the consumers lagging"
     first = _first_spans(kernel)
     out = []
     msgs = {

@@ -6,10 +6,10 @@ require), with its own wgmma groups, in-flight accumulators and tags; shared mem
 TMA copies are the block's. A warpgroup runs until it stops: at `barrier()` (all come), at an mbarrier
 wait whose phase no copy in flight can complete (it retries once another warpgroup arrived or issued
 a copy), or at its end. After every arrival, of the ready warpgroups the last runs first: the
-producer (the last
-warpgroup by the roles' convention) refills a stage as early as the barriers let it and the
-consumers lag as far as they may, the order in which a stage released too early is overwritten
-first. When every warpgroup is stopped the kernel hangs: a deadlock.
+producer (the last warpgroup by the roles' convention) refills a stage as early as the barriers let
+it and the consumers lag as far as they may, the order in which a stage released too early is
+overwritten first. When every warpgroup is stopped the kernel hangs: a deadlock. This is one order,
+not every interleaving (the results say so); the release and refill rules below do not depend on it.
 
 On top of the lockstep skeleton's checks (smt/protocol.py), the obligations of the ws form:
 
