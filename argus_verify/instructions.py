@@ -207,8 +207,9 @@ _HOPPER = (
             "as tma_load, in a kernel with a cluster(...) shape, and an integer mask of cluster ranks",
             (_p("dst"), _p("src"), _BAR, _p("mask"))),
     Builtin("mbarrier_arrive_cluster", "hopper", STATEMENT,
-            "mapa + mbarrier.arrive.release.cluster: one arrival on mbarrier `bar` of the cluster's CTA of "
-            "rank `cta`", "an mbarrier and an integer rank in the cluster", (_BAR, _p("cta"))),
+            "mapa + mbarrier.arrive.shared::cluster: one arrival on mbarrier `bar` of the cluster's CTA of "
+            "rank `cta`, after this thread's earlier instructions (a consumer's release of a stage)",
+            "an mbarrier and an integer rank in the cluster", (_BAR, _p("cta"))),
     Builtin("cluster_sync", "hopper", STATEMENT,
             "barrier.cluster.arrive.release + barrier.cluster.wait.acquire: every thread of every CTA of the "
             "cluster meets here", "no arguments; top level of a kernel with a cluster(...) shape"),

@@ -708,8 +708,9 @@ class TmaLoadMulticast:
 
 @attrs.frozen
 class MbarrierArriveCluster:
-    """mapa + mbarrier.arrive.release.cluster.shared::cluster: one arrival on the mbarrier at
-    `bar`'s offset in the shared memory of the cluster's CTA of rank `cta` (this CTA's included)."""
+    """mapa + mbarrier.arrive.shared::cluster: one arrival on the mbarrier at `bar`'s offset in the
+    shared memory of the cluster's CTA of rank `cta` (this CTA's included), performed after this
+    thread's earlier instructions (CTA-scope release: it publishes no ordinary writes to the peer)."""
 
     bar: View
     cta: IExpr

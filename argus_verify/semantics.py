@@ -445,9 +445,10 @@ ASYNC_OPS: dict[str, AsyncOp] = {o.name: o for o in (
             "`bar`'s offset in its CTA"),
     AsyncOp("mapa", "mapa.shared::cluster.u32 {d}, {addr}, {cta};",
             "the shared::cluster address of this CTA's shared address `addr` in the cluster's CTA of rank `cta`"),
-    AsyncOp("mbarrier.arrive.cluster", "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{bar}];",
-            "one arrival on the mbarrier at shared::cluster address `bar` (a peer CTA's, through mapa), "
-            "releasing this thread's earlier accesses at cluster scope"),
+    AsyncOp("mbarrier.arrive.cluster", "mbarrier.arrive.shared::cluster.b64 _, [{bar}];",
+            "one arrival on the mbarrier at shared::cluster address `bar` (a peer CTA's, through mapa), performed "
+            "after this thread's earlier instructions (so wgmma reads it retired are complete when the peer sees "
+            "it); the default .release.cta: it does not publish this thread's ordinary writes to the peer"),
     AsyncOp("cluster.arrive", "barrier.cluster.arrive.release.aligned;",
             "this thread arrives at the cluster barrier, releasing its earlier accesses at cluster scope"),
     AsyncOp("cluster.wait", "barrier.cluster.wait.acquire.aligned;",

@@ -18,21 +18,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster_persistent.arg"
-ARRIVE = "mbarrier.arrive.release.cluster.shared::cluster.b64"
+ARRIVE = "mbarrier.arrive.shared::cluster.b64"
 
 
 def _drop_empty_waits(src: str) -> str:
     return "\n".join(line for line in src.splitlines() if "mbarrier_wait(empty" not in line) + "\n"
 
 
+CLUSTER_RELEASE = "mbarrier.arrive.release.cluster.shared::cluster.b64"
+
+
+def _cluster_scope(ptx: str) -> str:
+    return ptx.replace(ARRIVE, CLUSTER_RELEASE)
+
+
 VARIANTS = [  # name, constants, source change, PTX change, safe
     ("as specified, CL=2", {}, None, None, True),
     ("CL=1 (each block its own cluster)", {"CL": 1}, None, None, True),
-    ("CL=2, remote arrive release.cta", {}, None, lambda p: p.replace(ARRIVE, ARRIVE.replace(".cluster.", ".cta.", 1)),
-     False),
-    ("CL=1, remote arrive release.cta", {"CL": 1}, None,
-     lambda p: p.replace(ARRIVE, ARRIVE.replace(".cluster.", ".cta.", 1)), False),
-    ("UNSAFE CL=1, no empty waits", {"CL": 1}, _drop_empty_waits, None, False),
+    ("CL=2, LAG=1", {"LAG": 1}, None, None, True),
+    ("CL=2, remote arrive .release.cluster", {}, None, _cluster_scope, True),
+    ("CL=1, remote arrive .release.cluster", {"CL": 1}, None, _cluster_scope, True),
     ("UNSAFE CL=2, no empty waits", {}, _drop_empty_waits, None, False),
 ]
 

@@ -7,8 +7,10 @@ wgmma groups (`CtaSkeleton`, a protocol.Skeleton), and the cluster statements ac
 
 * a multicast TMA lands in every CTA its mask names: its bytes count in the destination's phase
   (so `mbarrier-tx` compares each CTA's expect_tx with the bytes all CTAs deliver to it);
-* a remote arrival counts on the peer's barrier; an arrival releases what its CTA did before, a
-  wait that sees the phase complete acquires it (per rank), and so does the cluster barrier;
+* a remote arrival counts on the peer's barrier; an arrival orders the wgmma reads its CTA retired
+  before it (they are complete: the arrive is performed after them), and a wait that sees the phase
+  complete observes that (per rank), as does the cluster barrier. Nothing else crosses CTAs through
+  an arrival (it is a CTA-scope release: the language has no ordinary stores to a peer);
 * a refill that multicasts into a peer's stage is checked against the peer's wgmma reads of that
   stage: in flight, or retired but not yet released to the issuing CTA (`stage-reuse`);
 

@@ -55,7 +55,7 @@ def test_the_cluster_shape_reaches_the_ptx_and_ptxas_takes_it():
     ptx = lower(k).ptx
     for needle in (".reqnctapercluster 2, 1, 1", "barrier.cluster.arrive.release.aligned;",
                    "barrier.cluster.wait.acquire.aligned;", "mapa.shared::cluster.u32",
-                   "mbarrier.arrive.release.cluster.shared::cluster.b64 _,",
+                   "mbarrier.arrive.shared::cluster.b64 _,",
                    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"):
         assert needle in ptx, needle
     assert re.search(r"\.multicast::cluster \[%r\d+\], \[%rd\d+, \{%r\d+, %r\d+\}\], \[%r\d+\], %h\d+;", ptx)
