@@ -126,6 +126,10 @@ class ReductionFlow:
                 rank = len(s.src.tile)
                 src = self.load(ir.Load(s.src, None, True, 0.0), rank, loops, s.span)
                 self.store_shared(s.dst, src)
+            elif isinstance(s, ir.TmaStore):
+                # the TMA unit copies the shared tile to the output as it is (clipped: no padding enters)
+                if any(p.name == s.dst.base for p in self.k.outputs):
+                    self.outputs.append((s, self.load(ir.Load(s.src, None, False, 0.0), len(s.src.tile), loops)))
             elif isinstance(s, ir.For):
                 self.loop(s, env, loops)
             elif isinstance(s, ir.If):
