@@ -788,7 +788,7 @@ def _sources(body) -> dict:
                     new = (s.name, set().union(*[src.get(n, set()) for n in _reads(s)]) if _reads(s) else set())
             elif isinstance(s, (ir.Store, ir.Stmatrix)) and s.dst.space == "shared":
                 new = (s.dst.base, set(src.get(s.dst.base, set())) | src.get(s.value, set()))
-            elif isinstance(s, (ir.CopyAsync, ir.TmaLoad)):
+            elif isinstance(s, (ir.CopyAsync, ir.TmaLoad, ir.TmaLoadMulticast)):
                 new = (s.dst.base, set(src.get(s.dst.base, set())) | {s.src.base})
             if new is not None and src.get(new[0]) != new[1] | src.get(new[0], set()):
                 src[new[0]] = new[1] | src.get(new[0], set())

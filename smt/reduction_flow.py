@@ -121,8 +121,9 @@ class ReductionFlow:
                 rank = len(s.src.tile)
                 src = self.load(ir.Load(s.src, s.tv, s.mask, 0.0), rank, loops, s.span)
                 self.store_shared(s.dst, src)
-            elif isinstance(s, ir.TmaLoad):
-                # the TMA unit zero-fills the elements of the box outside the tensor
+            elif isinstance(s, (ir.TmaLoad, ir.TmaLoadMulticast)):
+                # the TMA unit zero-fills the elements of the box outside the tensor (a multicast copy
+                # delivers the same box to every CTA it names: the same dimensions of the same tensor)
                 rank = len(s.src.tile)
                 src = self.load(ir.Load(s.src, None, True, 0.0), rank, loops, s.span)
                 self.store_shared(s.dst, src)
