@@ -85,8 +85,8 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
 
     # the protocol skeleton (numpy only, no Z3 terms) runs beside the solver's steps when forking is allowed
     proto_job = _fork(_protocol, kernel, want, shapes) if jobs > 1 and ir.uses_hopper(kernel.body) else None
-    report.results, report.notes = _obligations(kernel, timeout_s, shapes, want - {"launch"} - set(PROTOCOL) - set(CLUSTER_PROTOCOL),
-                                                jobs)
+    solver_wants = want - {"launch"} - set(PROTOCOL) - set(CLUSTER_PROTOCOL)
+    report.results, report.notes = _obligations(kernel, timeout_s, shapes, solver_wants, jobs)
     windows = frozenset(w for r in report.results if r.status == "proved" for w in r.detail.get("windows", ()))
     launch = _check_launch(kernel, shapes, timeout_s)
     _settle()
@@ -159,14 +159,19 @@ def _merge_protocol(results: list, proto: list, kernel) -> list:
     data flows through TMA or wgmma relies on the protocol obligations (smt/hopper.py): it says so,
     and is unknown unless they are proved."""
     from argus_verify.smt.hopper import DATAFLOW, RELIANCE_TAGS, RELIES_ON
+    from argus_verify.smt.hopper_store import RELIES_ON_STORE
     from argus_verify.smt.protocol import PROTOCOL
 
     if not proto:
         return results
+    # with a TMA store, the data reaches the output only through the store's read of its shared tile,
+    # which happens before the tile is rewritten or the block exits (bulk-group)
+    stores = any(isinstance(s, ir.TmaStore) for s in ir.walk_stmts(kernel.body))
+    relies, why = (RELIES_ON_STORE, RELIANCE_TAGS + ", bulk-group") if stores else (RELIES_ON, RELIANCE_TAGS)
     for r in results:
         if r.status == "proved" and r.obligation in DATAFLOW and "relies_on" not in r.detail:
-            r.detail["relies_on"] = list(RELIES_ON)
-            r.message += f" ({RELIANCE_TAGS})"
+            r.detail["relies_on"] = list(relies)
+            r.message += f" ({why})"
     mine = {r.obligation for r in results}
     broken = {r.obligation: r.status for r in proto if r.obligation in PROTOCOL and r.status != "proved"}
     kept = []

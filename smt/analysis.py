@@ -62,8 +62,22 @@ class Analysis(
     """Statement handlers: `visit_<Stmt>(s, node, env)`; fragment operation handlers:
     `visit_<Op>(op, s, node, env, label, loopdeps)` for the `Assign` s, returning its `FragV`."""
 
-    # the cluster statements are Hopper statements: beyond the tag encoding too (smt/protocol_cluster.py)
-    visit_TmaLoadMulticast = visit_MbarrierArriveCluster = visit_ClusterSync = HopperMixin.visit_MbarrierOp
+    # The cluster statements (their protocol is smt/protocol_cluster.py's), each decided here:
+    def visit_TmaLoadMulticast(self, s: ir.TmaLoadMulticast, node, env):
+        """Writes the shared memory of every CTA its mask names: data moving between the blocks of a
+        cluster is not encoded (the tag encoding follows one block), so no data-flow proof."""
+        raise AnalysisError(f"tma_load_multicast at line {s.span.line} writes the shared memory of other CTAs of "
+                            "the cluster: data multicast between CTAs is not encoded")
+
+    def visit_MbarrierArriveCluster(self, s: ir.MbarrierArriveCluster, node, env):
+        """No data: an arrival (its phases are the cluster protocol's); its index is bounds'."""
+        self.barrier_access(s.bar, node, env, "mbarrier_arrive_cluster")
+
+    def visit_ClusterSync(self, s: ir.ClusterSync, node, env):
+        """Every thread of the block arrives (release) and waits (acquire) with all of the cluster's:
+        for the block's own threads at least what barrier() is, so it orders their accesses as one
+        (and, under a condition on the thread, barrier-divergence reports it as it would barrier())."""
+        self.barriers.append(node)
 
     def __init__(self, kernel: ir.Kernel, shapes: dict | None = None):
         # the kernel's tables, the records the walk fills in, then the walk itself
@@ -96,6 +110,7 @@ class Analysis(
         self.waits: list = []
         self.wgmma_groups: list = []  # wgmma commit_group / wait_group nodes (smt.hopper)
         self.mbar_accesses: list = []  # mbarrier elements used (smt.hopper): bounds only
+        self.tma_stores: list = []  # the TMA stores into outputs (smt.hopper_store)
         self.commit_nodes: list = []
         self.cells: list = []
         self.notes: list = []  # approximations taken while walking (reported with unknowns)

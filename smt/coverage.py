@@ -289,6 +289,8 @@ class Coverage:
                 self.shared[s.name] = {}
             elif isinstance(s, (ir.Store, ir.Stmatrix)):
                 self.store(s.as_store() if isinstance(s, ir.Stmatrix) else s, env, loop, active)
+            elif isinstance(s, ir.TmaStore):
+                self.tma_store(s)
             elif isinstance(s, ir.CopyAsync):
                 prov = self.load_global(s.src, s.tv, s.span, loop)
                 typ = ir.FragType("f32", s.tv)
@@ -682,6 +684,19 @@ class Coverage:
                     self.reported.append(int(bad[t, v]))
                     return
 
+    def tma_store(self, s: ir.TmaStore):
+        """The TMA unit stores every element of the shared tile once, whichever thread issues it: counted
+        as the store of a fragment that spreads the tile over the block's threads. (Several issuers
+        would store it several times: output-once's part.)"""
+        n = int(np.prod(s.src.tile))
+        if n % self.B:
+            raise Unsupported(f"the TMA store's tile does not spread over {self.B} threads", s.span)
+        tv = ir.TVLayout(Layout((self.B, n // self.B), (n // self.B, 1)), tuple(s.src.tile))
+        prov = self.read_shared(s.src, ir.FragType(self.allocs[s.src.base].dtype, tv), s.span)
+        bad = self.finish_all(s.span, {k: e for k, e in prov.entries.items() if e.op is not None}, prov.bad)
+        if (bad >= 0).any():
+            self.reported.append(int(bad[bad >= 0][0]))
+
     def finish_all(self, span, entries: dict, bad: np.ndarray) -> np.ndarray:
         """Reductions that end here: values whose counts are not complete become bad."""
         bad = bad.copy()
@@ -773,7 +788,7 @@ def _sources(body) -> dict:
                     new = (s.name, set().union(*[src.get(n, set()) for n in _reads(s)]) if _reads(s) else set())
             elif isinstance(s, (ir.Store, ir.Stmatrix)) and s.dst.space == "shared":
                 new = (s.dst.base, set(src.get(s.dst.base, set())) | src.get(s.value, set()))
-            elif isinstance(s, (ir.CopyAsync, ir.TmaLoad)):
+            elif isinstance(s, (ir.CopyAsync, ir.TmaLoad, ir.TmaLoadMulticast)):
                 new = (s.dst.base, set(src.get(s.dst.base, set())) | {s.src.base})
             if new is not None and src.get(new[0]) != new[1] | src.get(new[0], set()):
                 src[new[0]] = new[1] | src.get(new[0], set())

@@ -256,6 +256,11 @@ class HopperMixin:
         for name, writes in self.sh_writes.items():
             if any(isinstance(w, TmaWrite) for w in writes):
                 for rd in self.sh_reads[name]:
+                    if getattr(rd, "op", None) == "tma_store":
+                        # smt/protocol.py checks a wgmma's read against copies in flight, not a store's
+                        raise AnalysisError(f"the TMA store at line {rd.node.span.line} reads {name}, which a TMA copy "
+                                            "writes: that the copy has landed before the store reads it is neither "
+                                            "encoded nor a protocol obligation")
                     if not isinstance(rd, WgmmaRead):
                         raise AnalysisError(f"the read of {name} at line {rd.node.span.line} by ordinary threads of "
                                             "data a TMA copy writes: its ordering through the mbarrier is not encoded")

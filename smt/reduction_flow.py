@@ -122,16 +122,15 @@ class ReductionFlow:
                 src = self.load(ir.Load(s.src, s.tv, s.mask, 0.0), rank, loops, s.span)
                 self.store_shared(s.dst, src)
             elif isinstance(s, (ir.TmaLoad, ir.TmaLoadMulticast)):
-                # the TMA unit zero-fills the elements of the box outside the tensor (a multicast
-                # delivers the same box to several CTAs' shared memory at the same offsets)
+                # the TMA unit zero-fills the elements of the box outside the tensor (a multicast copy
+                # delivers the same box to every CTA it names: the same dimensions of the same tensor)
                 rank = len(s.src.tile)
                 src = self.load(ir.Load(s.src, None, True, 0.0), rank, loops, s.span)
                 self.store_shared(s.dst, src)
             elif isinstance(s, ir.TmaStore):
-                # the shared tile, element by element, to the global box (clipped at the edges)
-                src = self.load(ir.Load(s.src, None, False), len(s.src.tile), loops, s.span)
+                # the TMA unit copies the shared tile to the output as it is (clipped: no padding enters)
                 if any(p.name == s.dst.base for p in self.k.outputs):
-                    self.outputs.append((s, src))
+                    self.outputs.append((s, self.load(ir.Load(s.src, None, False, 0.0), len(s.src.tile), loops)))
             elif isinstance(s, ir.For):
                 self.loop(s, env, loops)
             elif isinstance(s, ir.If):

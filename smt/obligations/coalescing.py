@@ -16,7 +16,7 @@ def check_coalescing(an, timeout=None) -> list:
     """`timeout` is unused: the check counts sectors exhaustively, without the solver."""
     out = []
     for acc in an.g_accesses:
-        if acc.kind == "tma_load":
+        if acc.kind in ("tma_load", "tma_store"):
             continue  # a bulk tensor copy by the TMA unit, not per-thread accesses
         r = coalescing(an, acc)
         if r is not None:

@@ -10,6 +10,7 @@ import numpy as np
 from argus_verify.smt import program as P
 from argus_verify.smt import zops as Z
 from argus_verify.smt.hopper import RELIANCE, RELIES_ON
+from argus_verify.smt.hopper_store import RELIANCE_STORE, RELIES_ON_STORE, TmaStoreRead
 from argus_verify.smt.ints import const_of
 from argus_verify.smt.obligations.common import (
     elem_str,
@@ -40,6 +41,19 @@ def check_uninit(an, timeout) -> list:
                 out.append(bad[0])
             elif unk:
                 out.append(unk[0])
+            elif isinstance(rd, TmaStoreRead):
+                # the store's read sees what was written before it in program order (smt/hopper_store.py)
+                out.append(
+                    ObligationResult(
+                        "uninitialised-read",
+                        "proved",
+                        span_of(rd.node),
+                        f"every element the TMA store reads from {name} was written before it (for all sizes); "
+                        f"{RELIANCE_STORE}",
+                        detail={"relies_on": list(RELIES_ON_STORE)},
+                        seconds=r1.seconds + r2.seconds,
+                    )
+                )
             elif any(W.kind == "tma" for W in an.sh_writes[name]):
                 # which write a wgmma read sees is proved here; that the TMA copy has landed by then
                 # is the mbarrier protocol's (smt/hopper.py)
