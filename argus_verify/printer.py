@@ -181,7 +181,8 @@ class _Statements(Visitor, families=("statements",)):
     def visit_MbarrierOp(self, s: ir.MbarrierOp, pad: str, indent: int) -> list[str]:
         return [pad + hopper_stmt_source(s)]
 
-    visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_TmaStore = visit_BulkGroup = visit_SetMaxNReg = visit_MbarrierOp
+    visit_Fence = visit_TmaLoad = visit_WgmmaGroup = visit_TmaStore = visit_BulkGroup = visit_MbarrierOp
+    visit_SetMaxNReg = visit_MbarrierOp
     visit_TmaLoadMulticast = visit_MbarrierArriveCluster = visit_ClusterSync = visit_MbarrierOp
 
     def visit_Assert(self, s: ir.Assert, pad: str, indent: int) -> list[str]:

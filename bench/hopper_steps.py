@@ -82,7 +82,8 @@ def main() -> int:
         m, n, k = CHECK_SHAPE
         a = torch.randn(m, k, device=dev, generator=g).to(torch.bfloat16)
         b = torch.randn(k, n, device=dev, generator=g).to(torch.bfloat16)
-        c = torch.full((m, n), float("nan"), device=dev, dtype=getattr(torch, {"f32": "float32"}.get(c_dtype, "bfloat16")))
+        torch_dtype = torch.float32 if c_dtype == "f32" else torch.bfloat16
+        c = torch.full((m, n), float("nan"), device=dev, dtype=torch_dtype)
         kern({"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k})
         torch.cuda.synchronize()
         ref = a.double() @ b.double()
