@@ -37,6 +37,7 @@ the producer/consumer form).
 from __future__ import annotations
 
 import itertools
+import math
 import time
 
 import attrs
@@ -241,9 +242,16 @@ class BulkSteps:
 class Skeleton(BulkSteps):
     """One block's protocol state, executed statement by statement for every thread."""
 
+    # Threads run in lockstep here, but warpgroups do not on the hardware: a wgmma_wait retires only
+    # the executing warpgroup's wgmmas, and another thread learns of it through a barrier() after
+    # that wait. A refill must not rely on the lockstep order (the role and cluster skeletons order
+    # warpgroups through their own release rules).
+    CROSS_WARPGROUP = True
+
     def __init__(self, kernel: ir.Kernel, sizes: dict, block: tuple = (0, 0, 0), grid: tuple = (1, 1, 1)):
         self.k = kernel
         self.T = kernel.block
+        self.retired_unpublished: list = []  # wgmmas of several warpgroups, retired by some, not yet published
         self.sizes = sizes
         self.tids = np.arange(self.T)
         self.allocs = {a.name: a for a in kernel.shared_allocs()}
@@ -352,6 +360,7 @@ class Skeleton(BulkSteps):
                 self.generic[s.dst.base][off] = 0
         elif isinstance(s, ir.Barrier):
             self.published = True
+            self.retired_unpublished = []  # every warpgroup's retirements are now known to all threads
 
     def where(self) -> dict:
         return dict(self.loop)
@@ -448,7 +457,8 @@ class Skeleton(BulkSteps):
                               ["each writing thread needs fence_proxy_async() after its stores, before the "
                                "barrier that precedes the wgmma"])
         self.wgmma_tags(s, env, active)
-        self.open.append({"reads": reads, "span": s.span, "loop": self.where(), "name": s.name})
+        self.open.append({"reads": reads, "span": s.span, "loop": self.where(), "name": s.name,
+                          "warpgroups": set((self.tids[active] // hopper.WARPGROUP).tolist())})
         self.pending_acc[s.name] = (s.span, self.where())
         self.unfenced.pop(s.name, None)
 
@@ -462,6 +472,10 @@ class Skeleton(BulkSteps):
             for w in self.groups.pop(0):
                 if self.pending_acc.get(w["name"], (None,))[0] is w["span"]:
                     self.pending_acc.pop(w["name"], None)
+                if self.CROSS_WARPGROUP and len(w.get("warpgroups", ())) > 1:
+                    retired_by = set((self.tids[self.active] // hopper.WARPGROUP).tolist())
+                    self.retired_unpublished.append({**w, "retired_by": retired_by, "wait": s.span,
+                                                     "wait_loop": self.where()})
         # wgmmas never committed stay in flight too (their results are not waited for)
 
     def fence(self, s: ir.Fence, env, active):
@@ -705,6 +719,18 @@ class Skeleton(BulkSteps):
                                   f"{_loop(w['loop'])}) is still in flight",
                                   ["a wgmma_wait that retires that wgmma must come before the refill"],
                                   barrier=name, stage=i)
+            mine = set((self.tids[active] // hopper.WARPGROUP).tolist())
+            for w in self.retired_unpublished:
+                others = sorted(w["warpgroups"] - (mine & w["retired_by"]))
+                if others and any(base == s.dst.base and roff[off].any() for base, roff in w["reads"]):
+                    self.fail("stage-reuse", s.span,
+                              f"refills {s.dst.base} while warpgroup {others[0]} may still be reading it: its "
+                              f"wgmma (line {w['span'].line}, {_loop(w['loop'])}) is retired by its own wgmma_wait "
+                              f"(line {w['wait'].line}), and no barrier() orders that wait before this refill",
+                              [f"the refilling thread is in warpgroup {sorted(mine)[0]}; a wgmma_wait retires only "
+                               "the executing warpgroup's wgmmas (the warpgroups do not run in lockstep): put a "
+                               "barrier() between the waits and the refill, or release the stage through an "
+                               "mbarrier the producer waits on"], barrier=name, stage=i)
             b = self.bars[name]
             if (name, i) not in self.phase_tx:
                 self.fail("async-proxy-fence", s.span, f"TMA completes on {name}[{i}] before its mbarrier_init", [])
@@ -904,6 +930,7 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
         for name in kernel.sizes:
             if name in control:
                 combos += [{**base, name: v} for v in vals]
+        combos += _persistent_combos(kernel, qmax, base, control)
     tag_state = {"stored": False, "unknown": False}
     first = _first_spans(kernel)
     once_checked = False
@@ -940,6 +967,7 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
                 tag_state["unknown"] = True
                 complete = False
             tag_state["stored"] |= getattr(sk, "stored", False)
+            seen.add(tuple(sk.trips))  # the trip counts every block ran, in every size combination
             tag_state["unknown"] |= getattr(sk, "tag_unknown", False)
             if getattr(sk, "tag_unknown", False):
                 complete = False  # stores it could not follow are not in sk.writes: no "never written"
@@ -961,7 +989,6 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
                                                      {"sizes": dict(sizes), "loop": {}})
             once_checked = bool(written)
             once_scope = ", ".join(f"{k}={v}" for k, v in sizes.items()) + f", all {len(blocks)} blocks"
-        seen.add(tuple(sk.trips))  # (the last block's; every run counts, not only the all-blocks one)
         runs += 1
     trips = sorted({t for sig in seen for _, t in sig})
     covered = [t for t in range(0, trip_bound + 1) if t in trips]
@@ -1038,6 +1065,21 @@ def _result(name, found, where, msg) -> ObligationResult:
                                 witness={"sizes": v.detail["sizes"], "loop": v.detail.get("loop", {})},
                                 detail=v.detail, explanation=v.explanation)
     return ObligationResult(name, "proved", where, msg)
+
+
+def _persistent_combos(kernel, qmax: int, base: dict, control: set) -> list:
+    """For a grid that does not grow with the sizes (a persistent kernel), sizes that give at least
+    twice as many tiles as blocks, so that blocks run their tile loop more than once (the ring and the
+    shared tiles carried across tiles). Every tile is at most qmax wide: (big / qmax)^2 >= 2 blocks."""
+    try:
+        blocks = math.prod(int(ir.eval_int(g, {})) for g in kernel.grid)
+    except (KeyError, ZeroDivisionError):
+        return []
+    if blocks <= 1:
+        return []
+    big = qmax * math.ceil(math.sqrt(2 * blocks)) + 8
+    many = {n: big for n in kernel.sizes}
+    return [many] + [{**many, n: base[n]} for n in kernel.sizes if n in control]
 
 
 def _control_sizes(kernel) -> set:

@@ -62,6 +62,8 @@ def _role_plan(kernel: ir.Kernel) -> tuple:
 
 
 class RoleSkeleton(Skeleton):
+    CROSS_WARPGROUP = False  # each warpgroup runs as its own unit here; the release rules order them
+
     def __init__(self, kernel: ir.Kernel, sizes: dict, block=(0, 0, 0), grid=(1, 1, 1)):
         super().__init__(kernel, sizes, block, grid)
         if _PLAN.get("kernel") is not kernel:
