@@ -2,12 +2,14 @@
 # One device call for a session's GPU work: the cuda-marked tests, the spec benchmarks, the bf16
 # tensor-core GEMM and the mma.sync ceiling, and compute-sanitizer over the kernels that are new.
 # Usage on the device machine:
-#   source .device-carry/on-device.sh && bash bench/device_session.sh $OUT [--no-bench]
+#   source .device-carry/on-device.sh && bash bench/device_session.sh $OUT [--no-bench | --hopper-bench]
 # Logs go to $OUT; a short table is printed last. --no-bench skips the timed benchmarks (the mma.sync
-# ceiling and the GEMM variants), which the issue branches measure on their own.
+# ceiling and the GEMM variants), which the issue branches measure on their own; --hopper-bench times
+# only the Hopper GEMM's steps (bench/hopper_steps.py).
 set -uo pipefail
 out=${1:-/tmp/argus-out}
 bench=1; [ "${2:-}" = "--no-bench" ] && bench=0
+hopper_only=0; [ "${2:-}" = "--hopper-bench" ] && hopper_only=1
 mkdir -p "$out"
 summary="$out/summary.txt"
 : > "$summary"
@@ -17,7 +19,7 @@ note "== commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') $(date -u 
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$summary"
 
 echo "== pytest -m cuda"
-timeout 240 python3 -m pytest -m cuda tests/gpu -q -p no:cacheprovider -x >"$out/pytest_cuda.log" 2>&1
+timeout 240 python3 -m pytest -m cuda tests -q -p no:cacheprovider >"$out/pytest_cuda.log" 2>&1
 note "pytest -m cuda: $(tail -1 "$out/pytest_cuda.log")"
 
 echo "== compute-sanitizer"
@@ -48,11 +50,13 @@ for spec in specs/hopper/gemm_bf16_wgmma.arg tests/hopper/gemm_bf16_wgmma_ws.arg
 done
 
 [ "$bench" = 1 ] || { echo "== table"; cat "$summary"; exit 0; }
+if [ "$hopper_only" = 0 ]; then
 echo "== mma.sync ceiling and bf16 GEMM"
 [ -f bench/mma_peak.py ] && timeout 120 python3 bench/mma_peak.py --out "$out" >"$out/mma_peak.txt" 2>&1
 [ -f bench/mma_peak.py ] && note "$(tail -6 "$out/mma_peak.txt")"
 [ -f bench/gemm_bf16.py ] && timeout 300 python3 bench/gemm_bf16.py --out "$out" >"$out/gemm_bf16.txt" 2>&1
 [ -f bench/gemm_bf16.py ] && note "$(tail -16 "$out/gemm_bf16.txt")"
+fi
 
 echo "== Hopper GEMM steps, interleaved with cuBLAS in one process"
 timeout 300 python3 bench/hopper_steps.py --out "$out" --budget 240 \
