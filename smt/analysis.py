@@ -111,6 +111,7 @@ class Analysis(
         self.wgmma_groups: list = []  # wgmma commit_group / wait_group nodes (smt.hopper)
         self.mbar_accesses: list = []  # mbarrier elements used (smt.hopper): bounds only
         self.tma_stores: list = []  # the TMA stores into outputs (smt.hopper_store)
+        self.conjuncts: dict = {}  # id(an if's condition IntV) -> its `and` operands (smt.control)
         self.commit_nodes: list = []
         self.cells: list = []
         self.notes: list = []  # approximations taken while walking (reported with unknowns)

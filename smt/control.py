@@ -168,6 +168,9 @@ class ControlMixin:
     # ---- branches --------------------------------------------------------------------------
     def visit_If(self, s: ir.If, node, env):
         cond = self.cint(s.cond, env)
+        # `a and b`: its conjuncts, each implied where the condition holds (smt.hopper.tma_issuer)
+        if isinstance(s.cond, ir.IBin) and s.cond.op == "and":
+            self.conjuncts[id(cond)] = tuple(self.cint(c, env) for c in conjuncts(s.cond))
         then_bid = self.new_block()
         else_bid = self.new_block()
         tenv = dict(env)
@@ -234,3 +237,10 @@ class ControlMixin:
         self.demand.flow(out, a)
         self.demand.flow(out, b)
         return out
+
+
+def conjuncts(e) -> list:
+    """The operands of a chain of `and`s (the expression itself when it is not one)."""
+    if isinstance(e, ir.IBin) and e.op == "and":
+        return conjuncts(e.a) + conjuncts(e.b)
+    return [e]

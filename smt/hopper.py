@@ -123,11 +123,25 @@ class HopperMixin:
         """No data: a register-count policy (its budget is checked at compile time)."""
 
     def tma_issuer(self, node):
-        """The one thread that may issue a statement under `node`'s conditions (None: not one)."""
-        live = self.store_live(node, None)
-        if live is None:
-            return None
-        ts = np.nonzero(live[:, 0])[0]
+        """The one thread that may issue a statement under `node`'s conditions (None: not one). A
+        condition `a and b` that holds bounds the threads by those of its conjuncts that depend on the
+        thread alone (`thread_id == 0 and tile == block_id.x`: thread 0 at most)."""
+        t = np.arange(self.T, dtype=np.int64)
+        live = np.ones(self.T, dtype=bool)
+        for c, pos in node.conds:
+            if c.uniform:
+                continue
+            parts = [c] if c.np_fn is not None else list(self.conjuncts.get(id(c), ())) if pos else []
+            bounded = False
+            for p in parts:
+                if p.uniform or p.np_fn is None:
+                    continue
+                x = np.broadcast_to(np.asarray(p.np_fn(t)) != 0, t.shape)
+                live &= x if (pos or p is not c) else ~x
+                bounded = True
+            if not bounded:
+                return None  # a condition on the thread and more, not bounded by a conjunct of the thread
+        ts = np.nonzero(live)[0]
         return int(ts[0]) if len(ts) == 1 else None
 
     def visit_TmaLoad(self, s: ir.TmaLoad, node, env):

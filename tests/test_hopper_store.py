@@ -221,3 +221,21 @@ def test_a_tma_only_copy_clips_ragged_tiles_and_waits_for_the_writes():
     assert "bulk_wait(0, writes=True)" in format_kernel(k)
     ptx = lower(k).ptx
     assert "cp.async.bulk.wait_group 0;" in ptx and ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 1
+
+
+def test_a_tma_load_under_a_thread_and_tile_condition_has_one_issuer():
+    """`if thread_id == 0 and tile == block_id.x` (the prefetch spec): the conjunct of the thread
+    bounds the issuers to thread 0, so the solver follows these loads (a condition that mixes the
+    thread with more, with no such conjunct, stays beyond the encoding)."""
+    from argus_verify.smt.analysis import Analysis, AnalysisError
+    from argus_verify.smt.hopper import TmaWrite
+
+    prefetch = ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_store_prefetch.arg"
+    an = Analysis(compile_file(str(prefetch), SMALL))
+    assert sorted((w.node.span.line, w.issuer) for w in an.sh_writes["sA"] if isinstance(w, TmaWrite)) == [
+        (48, 0), (61, 0), (74, 0)]
+    issue = "    if thread_id == 0:\n        mbarrier_expect_tx"
+    mixed = COPY.replace(issue, issue.replace("thread_id == 0", "thread_id < M"))
+    assert mixed != COPY
+    with pytest.raises(AnalysisError, match="not issued by exactly one thread"):
+        Analysis(compile_source(mixed, "mixed.arg"))

@@ -201,7 +201,8 @@ def read_witness(an, ev, rd, ctx, r, t, v, e):
         "tile": rd.label,
         "coord": [ev.int(x) for x in rd.coords.coords(t, v, OPS)],
     }
-    w["fragment"] = rd.name
+    if getattr(rd, "proxy", "generic") != "async":  # an async-proxy read fills no fragment of a thread
+        w["fragment"] = rd.name
     return w, ge
 
 
