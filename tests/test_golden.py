@@ -66,19 +66,38 @@ def _strip_json_times(obj):
     return obj
 
 
-def _verify_in_fresh_process(argv) -> str:
-    # Z3 picks among equally valid witnesses by its internal term order, which depends on what the
-    # process solved before; a fresh process makes the witness a function of the kernel alone.
-    proc = subprocess.run([sys.executable, "-m", "argus_verify", "verify", *argv, "--jobs", "1"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc.stdout
+def _verify_both(argv) -> tuple[str, str]:
+    """The text and the JSON report, each from a fresh process, the two side by side.
+    Z3 picks among equally valid witnesses by its internal term order, which depends on what the
+    process solved before; a fresh process makes the witness a function of the kernel alone."""
+    procs = [subprocess.Popen([sys.executable, "-m", "argus_verify", "verify", *argv, *extra, "--jobs", "1"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for extra in ((), ("--json",))]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode in (0, 1), err
+        outs.append(out)
+    return outs[0], outs[1]
 
 
-@pytest.mark.parametrize("spec", ALL, ids=[f"{p.parent.name}/{p.stem}" for p in ALL])
+def _persistent_hopper(p: Path) -> bool:
+    """A buggy spec built on the persistent Hopper GEMM: the solver spends its time limit on the grouped
+    tile order's queries, about a minute and a half per verification on 2 cores."""
+    return p.parent.name == "buggy" and "for tile in range(" in p.read_text()
+
+
+# The byte-for-byte goldens of those specs run with `-m slow` (outside the default suite, which must stay
+# under 15 minutes); their verdicts stay in the default suite: tests/test_expectations.py reads these
+# goldens and tests/test_hopper.py verifies each one's protocol bug at its line.
+CASES = [pytest.param(p, marks=pytest.mark.slow) if _persistent_hopper(p) else p for p in ALL]
+
+
+@pytest.mark.parametrize("spec", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in ALL])
 def test_verdicts_and_witnesses_are_unchanged(spec):
-    text = _strip_times(_verify_in_fresh_process([_rel(spec)]))
-    data = _strip_json_times(json.loads(_verify_in_fresh_process([_rel(spec), "--json"])))
+    text, data = _verify_both([_rel(spec)])
+    text = _strip_times(text)
+    data = _strip_json_times(json.loads(data))
     name = f"{spec.parent.name}__{spec.stem}"
     _check(GOLDEN / "verify" / f"{name}.txt", text)
     _check(GOLDEN / "verify" / f"{name}.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
