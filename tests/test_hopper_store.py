@@ -58,12 +58,12 @@ def test_store_epilogue_protocol_and_the_store_reads_are_proved_where_the_buggy_
     res = smt.verify(k, checks=checks).results
     assert {r.obligation for r in res} == set(checks)
     assert all(r.status == "proved" for r in res), [(r.obligation, r.message) for r in res if r.status != "proved"]
-    box = [r for r in res if r.obligation == "tma-box" and r.location.line == 68]
+    box = [r for r in res if r.obligation == "tma-box" and r.location.line == 69]
     assert box and "read sC exactly" in box[0].message
     # the store's read of sC: ordered after the epilogue's writes by the barrier (proved here), and
     # before sC is rewritten by bulk_wait + barrier (bulk-group, which these results rely on)
     on_sc = [r for r in res if (r.obligation == "race" and "on sC" in r.message)
-             or (r.obligation == "uninitialised-read" and r.location.line == 68)]
+             or (r.obligation == "uninitialised-read" and r.location.line == 69)]
     assert len(on_sc) == 2 and all("bulk-group" in r.detail["relies_on"] for r in on_sc)
 
 
@@ -233,7 +233,7 @@ def test_a_tma_load_under_a_thread_and_tile_condition_has_one_issuer():
     prefetch = ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_store_prefetch.arg"
     an = Analysis(compile_file(str(prefetch), SMALL))
     assert sorted((w.node.span.line, w.issuer) for w in an.sh_writes["sA"] if isinstance(w, TmaWrite)) == [
-        (48, 0), (61, 0), (74, 0)]
+        (48, 0), (62, 0), (75, 0)]
     issue = "    if thread_id == 0:\n        mbarrier_expect_tx"
     mixed = COPY.replace(issue, issue.replace("thread_id == 0", "thread_id < M"))
     assert mixed != COPY

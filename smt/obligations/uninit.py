@@ -84,7 +84,8 @@ def uninit_nowrite(an, rd, timeout):
     res, q, (ctx, r, t, v, e, off) = solve(an, timeout, partial(nowrite_query, an=an, rd=rd))
     span = span_of(rd.node)
     if res.status != "violated":
-        return result_from(res, "uninitialised-read", span, "initialisation could not be proved", "ok")
+        return result_from(res, "uninitialised-read", span,
+                           f"initialisation of the read of {rd.alloc.name} could not be proved", "ok")
     ev = res.ev
     w, ge = read_witness(an, ev, rd, ctx, r, t, v, e)
     expl = [
