@@ -95,7 +95,12 @@ CASES = [pytest.param(p, marks=pytest.mark.slow) if _persistent_hopper(p) else p
 
 @pytest.mark.parametrize("spec", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in ALL])
 def test_verdicts_and_witnesses_are_unchanged(spec):
-    text, data = _verify_both([_rel(spec)])
+    # Z3's time limit is wall-clock: on a loaded machine (pytest -n 2 on two cores) a query that takes
+    # a second alone can hit 10 s and end in the other encoding, with another witness. The goldens of
+    # the default run record no time limit reached, so they run with a limit no query comes near;
+    # the slow Hopper ones record where the solver gave up at the default limit and keep it.
+    generous = [] if _persistent_hopper(spec) else ["--timeout", "120"]
+    text, data = _verify_both([_rel(spec), *generous])
     text = _strip_times(text)
     data = _strip_json_times(json.loads(data))
     name = f"{spec.parent.name}__{spec.stem}"

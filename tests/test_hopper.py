@@ -18,6 +18,7 @@ from argus_verify.diagnostics import ArgusError
 from argus_verify.frontend import compile_file
 from argus_verify.layout import ComposedLayout, Layout, Swizzle, row_major
 from argus_verify.lowering.ptx import lower
+from argus_verify.replay import NOT_REPRODUCED, reproduce
 from argus_verify.runtime import interp
 from argus_verify.semantics import round_to
 from argus_verify.smt.protocol import PROTOCOL
@@ -136,10 +137,13 @@ def test_each_protocol_bug_is_violated_at_its_line_and_wrong_in_the_interpreter(
     want = re.findall(r"^# expect: (\S+) line (\d+)$", path.read_text(), re.M)
     k = compile_file(str(path))
     checks = (*PROTOCOL, *{o for o, _ in want})  # the solver's steps only where a spec expects them
-    found = {(r.obligation, r.location.line) for r in smt.verify(k, checks=checks).results
-             if r.status == "violated"}
+    rep = smt.verify(k, checks=checks)
+    found = {(r.obligation, r.location.line) for r in rep.results if r.status == "violated"}
     for obligation, line in want:
         assert (obligation, int(line)) in found, sorted(found)
+    for r in rep.violations():  # every witness replays (the full verifications: -m slow, test_verify)
+        check = reproduce(k, r, str(path))
+        assert check["status"] != NOT_REPRODUCED, f"{r.obligation} line {r.location.line}: {check['text']}"
     m, n, kk = 70, 264, 328  # k tiles: 6 > STAGES (refills, parities, drain); 3 column tiles
     a, b, ref = _inputs(m, n, kk)
     schedule = re.findall(r"^# schedule: (\S+)", path.read_text(), re.M)  # an order that shows the bug

@@ -76,6 +76,7 @@ def test_buggy_kernel_gets_exactly_its_verdict(path):
         ]
         assert hits, f"expected {obligation} {status} at line {line}; got:\n{rep.render_text()}"
         assert hits[0].witness, "a violation comes with a witness"
+    _assert_witnesses_reproduce(path, rep)
     violated = {(r.obligation, r.location.line) for r in rep.results if r.status == "violated"}
     expected = {(o, n) for o, n in want if o not in smt.WARNINGS}
     if path.stem.startswith(HOPPER_PREFIXES):
@@ -99,6 +100,8 @@ def test_correct_spec_is_proved(path):
     bad = [r for r in rep.results if r.status in ("violated", "unknown")]
     assert not bad, rep.render_text()
     assert rep.exit_code == 0
+    names = {r.obligation for r in rep.results}
+    assert {"output-contract", "output-once", "bounds"} <= names
 
 
 def _unknowns(rep) -> list:
@@ -106,8 +109,6 @@ def _unknowns(rep) -> list:
     (a Hopper data-flow proof that relies on a violated mbarrier protocol obligation, smt/hopper.py)."""
     violated = {r.obligation for r in rep.results if r.status == "violated"}
     return [r for r in rep.unknowns() if r.detail.get("consequence_of") not in violated]
-    names = {r.obligation for r in rep.results}
-    assert {"output-contract", "output-once", "bounds"} <= names
 
 
 def test_pipelined_gemm_stage_assertions_are_proved():
@@ -263,21 +264,17 @@ def test_parallel_jobs_give_the_same_results():
 
 # -- every reported witness reproduces (issue 8, item 3) -------------------------------------------
 
-# the incoming buggy specs (the incoming correct ones take up to 30 s each to verify; they are
-# checked here once they join specs/)
-INCOMING = sorted((ROOT / "specs" / "incoming" / "buggy").glob("*.arg"))
-EVERY = SPECS + BUGGY + INCOMING
+# Every reported witness reproduces (issue 8, item 3): the buggy specs' witnesses are replayed where
+# their verdicts are checked (test_buggy_kernel_gets_exactly_its_verdict: one verification each);
+# the correct specs have none (test_correct_spec_is_proved).
 
 
-@pytest.mark.parametrize("path", EVERY, ids=[f"{p.parent.name}/{p.stem}" for p in EVERY])
-def test_every_witness_reproduces(path):
+def _assert_witnesses_reproduce(path: Path, rep) -> None:
     """Each violation's witness, run in the interpreter at its sizes, shows the bug (or cannot be
-    checked concretely: races, double writes, computed values); never the opposite. Specs of
-    specs/ and specs/buggy/ reuse the verification the other tests of this file run."""
+    checked concretely: races, double writes, computed values); never the opposite."""
     from argus_verify.replay import NOT_REPRODUCED, reproduce
 
     kernel = compile_file(path)
-    rep = verified(path)
     for r in rep.violations():
         check = reproduce(kernel, r, str(path))
         assert check["status"] != NOT_REPRODUCED, f"{r.obligation} line {r.location.line}: {check['text']}"
@@ -310,7 +307,7 @@ def test_a_witness_that_does_not_reproduce_is_an_internal_error(monkeypatch, cap
 
 
 # races whose effect every witness size shows (mma_stage_reuse_before_barrier's shows only at some
-# sizes: its witness may come back unchecked, which test_every_witness_reproduces allows)
+# sizes: its witness may come back unchecked, which _assert_witnesses_reproduce allows)
 RACE_SPECS = [p for p in BUGGY if p.stem in ("gemm_war_race",)]
 
 
