@@ -206,3 +206,23 @@ def test_multicast_gemm_on_the_gpu(m, n, k):
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     assert float((c.double() - ref).norm() / ref.norm()) < 1e-5
+
+
+def test_stage_reuse_with_several_warpgroups_per_cta_is_unknown_not_proved(tmp_path):
+    """The cluster skeleton runs a CTA's warpgroups in lockstep: it cannot tell a stage released by
+    every warpgroup that read it from one released by warpgroup 0 alone (a wgmma_wait retires only
+    its own warpgroup's wgmmas). That mutant was reported proved; with WG > 1 the result is unknown
+    with the reason, for the mutant and for the correct spec alike (WG = 1 stays proved, above)."""
+    consts = SMALL | {"BM": 128, "WG": 2}
+    text = SPEC.read_text()
+    released_by_one = text.replace("mbarrier_init(empty[s], CL * WG)", "mbarrier_init(empty[s], CL)").replace(
+        "if thread_id % 128 == 0:\n                for c in range(CL):",
+        "if thread_id == 0:\n                for c in range(CL):")
+    assert released_by_one != text
+    mutant = tmp_path / "released_by_warpgroup_0.arg"
+    mutant.write_text(released_by_one)
+    for path in (SPEC, mutant):
+        rep = smt.verify(compile_file(str(path), consts), checks=("stage-reuse",))
+        (r,) = [r for r in rep.results if r.obligation == "stage-reuse"]
+        assert r.status == "unknown", rep.render_text()
+        assert "lockstep" in r.message and "every warpgroup" in r.message, r.message
