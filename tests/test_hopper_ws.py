@@ -168,3 +168,17 @@ def test_ws_gemm_on_the_gpu(m, n, k):
     ref = a.double() @ b.double()
     assert not torch.isnan(c).any()
     assert float((c.double() - ref).norm() / ref.norm()) < 1e-5
+
+
+def test_output_writers_of_the_consumers_fragment_in_a_larger_block():
+    # the consumers' accumulator layout names 256 threads of the 384 (the producer warpgroup stores
+    # nothing): each of its elements has one writer, and no thread beyond the layout is a writer
+    from argus_verify.smt.analysis import Analysis
+    from argus_verify.smt.writers import Writers
+
+    an = Analysis(compile_file(str(WS), SMALL), None)
+    (acc, _frag), = an.out_stores
+    writers, why = Writers.of(an, acc.node, acc.view, acc.coords, acc.values, acc.where)
+    assert an.T == 384 and acc.coords.coord_table().shape[0] == 256
+    assert why == "" and writers.m == 1 and len(writers.points) == 128 * 128
+    assert writers.live.shape == (256,) and writers.live.all()
