@@ -21,8 +21,9 @@ Division and remainder mean what argus_verify.semantics says (floor); the querie
 queries over the kernel's own expressions (its lets inlined). A counterexample (two tiles with the
 same output tile, or one outside) is re-evaluated on Python integers before it is reported.
 
-The lemma is the first half of analysing each tile of a persistent loop like a block of a
-non-persistent grid; the obligations do not use it yet (see the report of the vspeed branch).
+`persistent_once` decides output-once with it, structurally, where each iteration stores its whole
+box once (one writer per element, under conditions of the thread alone): the tag obligations do not
+use the lemma yet.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ import z3
 
 from argus_verify import ir, semantics
 from argus_verify.smt import zops as Z
+
+# Z3's deterministic work budget per query of the lemma (the grouped order's injectivity takes 4-8 M)
+LEMMA_RLIMIT = 40_000_000
 
 
 @attrs.define
@@ -112,6 +116,10 @@ class _Terms:
     def __init__(self, kernel, lets: dict, bound: dict):
         self.kernel, self.lets, self.bound = kernel, lets, bound
         self.sizes = {n: z3.Int(n) for n in kernel.sizes}
+        self.defined: dict = {}  # how often each name is defined anywhere in the kernel
+        for s in ir.walk_stmts(kernel.body):
+            if isinstance(s, ir.Let):
+                self.defined[s.name] = self.defined.get(s.name, 0) + 1
 
     def __call__(self, e):
         if isinstance(e, ir.IConst):
@@ -120,6 +128,8 @@ class _Terms:
             if e.name in self.bound:
                 return self.bound[e.name]
             if e.name in self.lets:
+                if self.defined.get(e.name, 0) != 1:  # (one definition: the one the store sees)
+                    raise _Beyond(f"the integer {e.name!r} is defined more than once")
                 return self(self.lets[e.name])
             if e.name in self.sizes:
                 return self.sizes[e.name]
@@ -133,7 +143,7 @@ class _Terms:
         raise _Beyond(f"{type(e).__name__} in the tile schedule")
 
 
-def schedule_lemma(kernel, timeout_s: float = 30.0) -> ScheduleLemma | None:
+def schedule_lemma(kernel, timeout_s: float = 120.0) -> ScheduleLemma | None:
     """The lemma for `kernel`'s persistent tile loop (None: not a persistent kernel)."""
     import time
 
@@ -187,6 +197,7 @@ def _lemma(kernel, loop, blocks, outer, timeout_s, t0) -> ScheduleLemma:
     def query(*cons):
         s = z3.Solver()
         s.set("timeout", int(timeout_s * 1000))
+        s.set("rlimit", LEMMA_RLIMIT)  # (the work counter: the same answer whatever the load)
         s.add(*pre, *cons)
         r = s.check()
         return r, (s.model() if r == z3.sat else None), s.reason_unknown() if r == z3.unknown else ""
@@ -208,7 +219,7 @@ def _lemma(kernel, loop, blocks, outer, timeout_s, t0) -> ScheduleLemma:
         if r == z3.unsat:
             continue
         if r == z3.unknown:
-            return done("unknown", f"{claim}: the solver gave up after {timeout_s:g} s ({why})")
+            return done("unknown", f"{claim}: the solver gave up ({why})")
         sizes = {n: model.eval(v, model_completion=True).as_long() for n, v in f1.sizes.items()}
         tiles = [model.eval(t, model_completion=True).as_long() for t in (t1, t2)]
         witness = _confirm(kernel, loop, outer, inner, dst, name, sizes, tiles)
@@ -269,4 +280,56 @@ def _witness(name, sizes, tiles, stop, grid, box, bm, bn):
     return None
 
 
-__all__ = ["ScheduleLemma", "schedule_lemma"]
+def persistent_once(an, decl, stores) -> list | None:
+    """output-once of a persistent kernel's output from the lemma (None: not this case, and the
+    solver's encoding decides). Each iteration of the tile loop must store the whole box of its
+    tile, each element by one thread, under conditions of the thread alone that some thread meets,
+    and the store must not sit in another loop: then the boxes of the tiles, a bijection onto the
+    output's tile grid, are each written exactly once."""
+    from argus_verify.smt.obligations.common import span_of
+    from argus_verify.smt.report import ObligationResult
+    from argus_verify.smt.writers import Writers
+
+    if len(stores) != 1:
+        return None
+    acc = stores[0]
+    if "_schedule_lemma" not in an.__dict__:
+        an._schedule_lemma = schedule_lemma(an.k)
+    lemma = an._schedule_lemma
+    if lemma is None or lemma.store is not acc.node.stmt or lemma.status == "unknown":
+        return None
+    if [L.var for L in acc.node.loops] != [lemma.loop.var]:
+        return None
+    wr, _why = Writers.of(an, acc.node, acc.view, acc.coords, acc.values, acc.where)
+    if wr is None or wr.mixed or wr.uniform_conds or not wr.live.any() or wr.m != 1:
+        return None
+    if any(thr for _kind, _rest, thr, _ext, _iv in wr.dims):
+        return None
+    tile = tuple(it.extent for it in lemma.store.dst.index)
+    if len(wr.points) != tile[0] * tile[1] or tuple(wr.lo) != (0, 0) or tuple(wr.hi) != tile:
+        return None
+    span = span_of(acc.node)
+    seconds = lemma.seconds
+    line = acc.node.span.line
+    if lemma.status == "violated":
+        w = lemma.witness
+        if "tiles" not in w or not isinstance(w["tiles"], list):
+            return None  # off the tile grid or a different count: the solver's encoding says more
+        ge = list(w["start"])
+        witness = {"sizes": w["sizes"], "element": {"tensor": decl.tensor, "coord": ge}, "tiles": w["tiles"]}
+        expl = [f"tiles {w['tiles'][0]} and {w['tiles'][1]} of the tile loop (line {lemma.loop.span.line}) both "
+                f"store the box at {tuple(ge)} (line {line})"]
+        return [ObligationResult("output-once", "violated", span, f"an element of {decl.tensor} is written twice",
+                                 witness, {"element": ge, "schedule": lemma.message},
+                                 [], "the tile order maps two tiles to one output tile: check how m0 and n0 are "
+                                 "computed from the tile index", expl, seconds)]
+    detail = {"schedule": lemma.message}
+    how = (f"the tile schedule of line {lemma.loop.span.line} is a bijection onto {decl.tensor}'s tiles (proved for "
+           "all sizes), each iteration storing its tile's box once")
+    return [ObligationResult("output-once", "proved", span, f"no element of {decl.tensor} is written twice (line "
+                             f"{line}): {how}", detail=dict(detail), seconds=seconds / 2),
+            ObligationResult("output-once", "proved", decl.span, f"every element of {decl.tensor} is written: {how}",
+                             detail=dict(detail), seconds=seconds / 2)]
+
+
+__all__ = ["ScheduleLemma", "persistent_once", "schedule_lemma"]

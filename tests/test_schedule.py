@@ -19,12 +19,6 @@ def lemma(text: str):
     return schedule_lemma(compile_source(text, str(PREFETCH), {}, None))
 
 
-def test_grouped_order_is_a_bijection_for_all_sizes():
-    r = lemma(PREFETCH.read_text())
-    assert r.status == "proved", r.message
-    assert r.loop.var == "tile" and r.store.dst.base == "C"
-
-
 @pytest.mark.parametrize("old, new, claim", [
     # the row within the group left out: the tiles of a group's column repeat its first row
     (M0, "        m0 = (grp * GROUP) * BM\n", "two tiles never store the same box"),
@@ -50,3 +44,21 @@ def test_a_loop_step_other_than_the_grid_is_refuted_structurally():
 def test_a_kernel_without_a_persistent_loop_has_no_lemma():
     spec = ROOT / "specs" / "hopper" / "gemm_bf16_wgmma.arg"
     assert schedule_lemma(compile_source(spec.read_text(), str(spec), {}, None)) is None
+
+
+def test_output_once_of_the_persistent_spec_is_decided_by_the_lemma():
+    from argus_verify.smt.analysis import Analysis
+    from argus_verify.smt.schedule import persistent_once
+
+    an = Analysis(compile_source(PREFETCH.read_text(), str(PREFETCH), {}, None), None)
+    decl = next(d for d in an.k.tags if d.once)
+    stores = [acc for acc, _ in an.out_stores if acc.tensor == decl.tensor]
+    res = persistent_once(an, decl, stores)
+    assert [(r.status, r.location.line) for r in res] == [("proved", 85), ("proved", 20)]
+    assert all("bijection" in r.message for r in res)
+    assert an._schedule_lemma.loop.var == "tile" and an._schedule_lemma.store.dst.base == "C"
+    # two tiles store one box, checked on integers (as in specs/buggy/wgmma_store_tile_repeated.arg)
+    an = Analysis(compile_source(PREFETCH.read_text().replace(M0, "        m0 = (grp * GROUP) * BM\n", 1),
+                                 str(PREFETCH), {}, None), None)
+    res = persistent_once(an, decl, [acc for acc, _ in an.out_stores if acc.tensor == decl.tensor])
+    assert [r.status for r in res] == ["violated"] and len(res[0].witness["tiles"]) == 2
