@@ -255,12 +255,12 @@ def _confirm(kernel, loop, outer, inner, dst, name, sizes, tiles):
         return tuple(ir.eval_int(it.start, env) for it in dst.index)
 
     try:
-        return _witness(name, sizes, tiles, stop, grid, box, bm, bn)
+        return _witness(name, sizes, tiles, stop, grid, box, bm, bn, shape)
     except (KeyError, ZeroDivisionError):
         return None
 
 
-def _witness(name, sizes, tiles, stop, grid, box, bm, bn):
+def _witness(name, sizes, tiles, stop, grid, box, bm, bn, shape):
     if name == "count":
         if stop != grid[0] * grid[1]:
             return {"sizes": sizes, "tiles": stop, "grid": list(grid),
@@ -274,7 +274,9 @@ def _witness(name, sizes, tiles, stop, grid, box, bm, bn):
                     "text": f"with {sizes} tile {t} stores at ({m0}, {n0}), off the {grid[0]} x {grid[1]} tile grid"}
         return None
     a, b = tiles
-    if a != b and 0 <= a < stop and 0 <= b < stop and box(a) == box(b):
+    start = box(a)
+    inside = all(0 <= x < n for x, n in zip(start, shape, strict=True))  # the box holds an element of the output
+    if a != b and 0 <= a < stop and 0 <= b < stop and start == box(b) and inside:
         return {"sizes": sizes, "tiles": [a, b], "start": list(box(a)),
                 "text": f"with {sizes} tiles {a} and {b} both store at {box(a)} (so some tile is never stored)"}
     return None
