@@ -113,13 +113,13 @@ def _tile_store(loop):
 class _Terms:
     """Kernel integer expressions as Z3 integer terms (lets inlined, sizes as variables)."""
 
-    def __init__(self, kernel, lets: dict, bound: dict):
-        self.kernel, self.lets, self.bound = kernel, lets, bound
+    def __init__(self, kernel, lets: dict, bound: dict, loop, inner: dict):
+        self.kernel, self.lets, self.bound, self.inner = kernel, lets, bound, inner
         self.sizes = {n: z3.Int(n) for n in kernel.sizes}
-        self.defined: dict = {}  # how often each name is defined anywhere in the kernel
-        for s in ir.walk_stmts(kernel.body):
+        self.in_loop: dict = {}  # how often each name is defined in the tile loop, at any depth
+        for s in ir.walk_stmts(loop.body):
             if isinstance(s, ir.Let):
-                self.defined[s.name] = self.defined.get(s.name, 0) + 1
+                self.in_loop[s.name] = self.in_loop.get(s.name, 0) + 1
 
     def __call__(self, e):
         if isinstance(e, ir.IConst):
@@ -128,8 +128,9 @@ class _Terms:
             if e.name in self.bound:
                 return self.bound[e.name]
             if e.name in self.lets:
-                if self.defined.get(e.name, 0) != 1:  # (one definition: the one the store sees)
-                    raise _Beyond(f"the integer {e.name!r} is defined more than once")
+                # the definition the store sees: no other one in the loop may shadow it
+                if self.in_loop.get(e.name, 0) != (1 if e.name in self.inner else 0):
+                    raise _Beyond(f"the integer {e.name!r} is defined more than once in the tile loop")
                 return self(self.lets[e.name])
             if e.name in self.sizes:
                 return self.sizes[e.name]
@@ -185,8 +186,8 @@ def _lemma(kernel, loop, blocks, outer, timeout_s, t0) -> ScheduleLemma:
     (bm, bn) = (it.extent for it in dst.index)
     tensor = next(t for t in kernel.tensors if t.name == dst.base)
     t1, t2 = z3.Int("tile1"), z3.Int("tile2")
-    f1 = _Terms(kernel, {**outer, **inner}, {loop.var: t1})
-    f2 = _Terms(kernel, {**outer, **inner}, {loop.var: t2})
+    f1 = _Terms(kernel, {**outer, **inner}, {loop.var: t1}, loop, inner)
+    f2 = _Terms(kernel, {**outer, **inner}, {loop.var: t2}, loop, inner)
     m1, n1 = (f1(it.start) for it in dst.index)
     m2, n2 = (f2(it.start) for it in dst.index)
     stop = f1(loop.stop)

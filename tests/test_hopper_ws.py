@@ -71,6 +71,9 @@ def test_ws_protocol_and_tags_are_proved():
     proto = [r for r in rep if r.obligation in PROTOCOL]
     assert all(r.status == "proved" for r in proto), [(r.obligation, r.message) for r in proto if r.status != "proved"]
     assert all(r.status in ("proved", "unknown") for r in rep), [(r.obligation, r.message) for r in rep]
+    # output-once by the persistent schedule's lemma (smt/schedule.py): the consumers' store, once per tile
+    once = [r for r in rep if r.obligation == "output-once"]
+    assert len(once) == 2 and all(r.status == "proved" and "bijection" in r.message for r in once), once
 
 
 def test_roles_are_read_off_warpgroup_conditions():
