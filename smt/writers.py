@@ -103,9 +103,15 @@ class Writers:
                 live &= x if pos else ~x
             else:
                 self.mixed.append((c, pos))
-        self.live = live
         # R(t, v): the thread's part of the starts plus its tile coordinates
-        table = self.coords.coord_table()  # [T, V, tile rank]
+        table = self.coords.coord_table()  # [threads of the layout, V, tile rank]
+        if table.shape[0] < T:
+            # a fragment of some warpgroups (warp specialisation): the block's other threads must not
+            # execute the store, as their values have no coordinates
+            if live[table.shape[0]:].any():
+                return "threads outside the stored fragment's layout may execute the store"
+            T, tt, live = table.shape[0], tt[: table.shape[0]], live[: table.shape[0]]
+        self.live = live
         cols = []
         axis = 0
         for kind, _rest, thr, _ext, _iv in self.dims:

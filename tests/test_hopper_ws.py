@@ -71,6 +71,9 @@ def test_ws_protocol_and_tags_are_proved():
     proto = [r for r in rep if r.obligation in PROTOCOL]
     assert all(r.status == "proved" for r in proto), [(r.obligation, r.message) for r in proto if r.status != "proved"]
     assert all(r.status in ("proved", "unknown") for r in rep), [(r.obligation, r.message) for r in rep]
+    # output-once by the persistent schedule's lemma (smt/schedule.py): the consumers' store, once per tile
+    once = [r for r in rep if r.obligation == "output-once"]
+    assert len(once) == 2 and all(r.status == "proved" and "bijection" in r.message for r in once), once
 
 
 def test_roles_are_read_off_warpgroup_conditions():
@@ -168,3 +171,17 @@ def test_ws_gemm_on_the_gpu(m, n, k):
     ref = a.double() @ b.double()
     assert not torch.isnan(c).any()
     assert float((c.double() - ref).norm() / ref.norm()) < 1e-5
+
+
+def test_output_writers_of_the_consumers_fragment_in_a_larger_block():
+    # the consumers' accumulator layout names 256 threads of the 384 (the producer warpgroup stores
+    # nothing): each of its elements has one writer, and no thread beyond the layout is a writer
+    from argus_verify.smt.analysis import Analysis
+    from argus_verify.smt.writers import Writers
+
+    an = Analysis(compile_file(str(WS), SMALL), None)
+    (acc, _frag), = an.out_stores
+    writers, why = Writers.of(an, acc.node, acc.view, acc.coords, acc.values, acc.where)
+    assert an.T == 384 and acc.coords.coord_table().shape[0] == 256
+    assert why == "" and writers.m == 1 and len(writers.points) == 128 * 128
+    assert writers.live.shape == (256,) and writers.live.all()

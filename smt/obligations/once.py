@@ -20,6 +20,7 @@ from argus_verify.smt.obligations.common import elem_str, result_from, span_of, 
 from argus_verify.smt.query import solve
 from argus_verify.smt.records import boxes_of
 from argus_verify.smt.report import ObligationResult
+from argus_verify.smt.schedule import persistent_once
 from argus_verify.smt.writers import Writers
 from argus_verify.smt.zops import FALSE, TRUE, bv
 
@@ -34,6 +35,10 @@ def check_once(an, timeout) -> list:
             hint = f"store a value into {an.tensors[decl.tensor].name}"
             message = f"output {decl.tensor} is never written"
             out.append(ObligationResult("output-once", "violated", decl.span, message, {}, {}, [], hint))
+            continue
+        persistent = persistent_once(an, decl, stores)
+        if persistent is not None:  # a persistent tile loop whose schedule the lemma decides
+            out += persistent
             continue
         uniq = once_unique(an, decl, stores, timeout)
         out += uniq
