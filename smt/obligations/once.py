@@ -176,6 +176,9 @@ def once_cover(an, decl, stores, timeout):
         return ObligationResult("output-once", "unknown", span, message, detail={})
     if res.status == "violated" and not state["exact"]:
         res.status, res.reason = "unknown", "tiles overlap, so the element may be written by another block"
+    if res.status == "violated" and any(w.first_iteration_only for w in writers):
+        res.status, res.reason = "unknown", ("the store sits in a loop its view does not move with, and only that "
+                                             "loop's first iteration was checked for the element")
     if res.status != "violated":
         proved = f"every element of {decl.tensor} is written"
         return result_from(res, "output-once", span, f"coverage of {decl.tensor} could not be proved", proved)
@@ -322,6 +325,12 @@ class SkolemWriter:
             step = loops[a[1]].step if a[0] == "loop" else 1
             if c * step < acc.view.items[d][2]:
                 self.exact = False
+
+    @property
+    def first_iteration_only(self) -> bool:
+        """A loop around the store that its view does not move with is taken at its first iteration
+        (`instance`): a store guarded to a later one (`if t == 1:`) is not seen there."""
+        return any(("loop", L.var) not in self.used for L in self.acc.node.loops)
 
     def lin_eval(self, lin, skip):
         total = bv(lin[1])
