@@ -6,12 +6,11 @@ a reported fault there) and the verifier (smt/protocol_cluster.py)."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hopper_util import bf16_inputs, gpu_gemm_error, ptxas_sm90a, rel_err
 
 from argus_verify import smt
 from argus_verify.diagnostics import ArgusError
@@ -19,7 +18,6 @@ from argus_verify.frontend import compile_file, compile_source
 from argus_verify.lowering.ptx import lower
 from argus_verify.runtime import interp
 from argus_verify.runtime.interp_cluster import cluster_order
-from argus_verify.semantics import round_to
 from argus_verify.smt.protocol import PROTOCOL
 from argus_verify.smt.protocol_cluster import CLUSTER_PROTOCOL
 
@@ -38,17 +36,6 @@ OUTCOME = {
 }
 
 
-def _inputs(m, n, k, seed=0):
-    rng = np.random.default_rng(seed)
-    a = round_to(rng.standard_normal((m, k)).astype(np.float32), "bf16")
-    b = round_to(rng.standard_normal((k, n)).astype(np.float32), "bf16")
-    return a, b, a.astype(np.float64) @ b.astype(np.float64)
-
-
-def _rel(out, ref):
-    return float(np.linalg.norm(np.nan_to_num(out, nan=1e30) - ref) / np.linalg.norm(ref))
-
-
 def test_the_cluster_shape_reaches_the_ptx_and_ptxas_takes_it():
     k = compile_file(str(SPEC))
     assert k.cluster == (2, 1, 1) and k.cluster_size == 2
@@ -59,11 +46,7 @@ def test_the_cluster_shape_reaches_the_ptx_and_ptxas_takes_it():
                    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"):
         assert needle in ptx, needle
     assert re.search(r"\.multicast::cluster \[%r\d+\], \[%rd\d+, \{%r\d+, %r\d+\}\], \[%r\d+\], %h\d+;", ptx)
-    if shutil.which("ptxas") is None:
-        pytest.skip("ptxas not installed")
-    done = subprocess.run(["ptxas", "-arch=sm_90a", "-o", "/dev/null", "-"], input=ptx, text=True,
-                          capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    ptxas_sm90a(ptx)
 
 
 SRC = """kernel k<B=128>(X: f32[N]) -> Y: f32[N]:
@@ -124,9 +107,9 @@ def test_clusters_tile_the_grid_by_rank():
     (200, 296, 704, SMALL | {"CL": 4}),  # clusters of 4, a ragged last one
 ])
 def test_multicast_gemm_in_the_interpreter_on_ragged_shapes(m, n, k, consts):
-    a, b, ref = _inputs(m, n, k)
+    a, b, ref = bf16_inputs(m, n, k)
     out = interp.run(compile_file(str(SPEC), consts), {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"]
-    assert _rel(out, ref) < 1e-6
+    assert rel_err(out, ref) < 1e-6
 
 
 VARIANTS = {  # the cluster along M (sharing B), the persistent kernel (clusters walking tiles), options
@@ -142,8 +125,8 @@ VARIANTS = {  # the cluster along M (sharing B), the persistent kernel (clusters
 def test_the_variants_are_right_in_the_interpreter_and_proved(variant):
     path, extra, (m, n, k) = VARIANTS[variant]
     kern = compile_file(str(path), SMALL | extra)
-    a, b, ref = _inputs(m, n, k)
-    assert _rel(interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"], ref) < 1e-6
+    a, b, ref = bf16_inputs(m, n, k)
+    assert rel_err(interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"], ref) < 1e-6
     rep = smt.verify(kern, checks=(*PROTOCOL, *CLUSTER_PROTOCOL, "output-once", "reduction-coverage"))
     want = (set(PROTOCOL) - {"bulk-group"}) | set(CLUSTER_PROTOCOL) | {"output-once"}  # (no TMA store)
     assert {r.obligation for r in rep.results} >= want
@@ -179,10 +162,10 @@ def test_each_cluster_bug_is_violated_at_its_line_and_wrong_in_the_interpreter(p
     assert [(r.obligation, r.location.line) for r in violated] == [(obligation, int(line))], rep.render_text()
     assert "CTA rank" in violated[0].explanation[0] and "role:" in violated[0].explanation[0]
     m, n, kk = 70, 264, 328  # 6 k tiles > STAGES: refills, both parities, drain; 5 column tiles, 3 clusters
-    a, b, ref = _inputs(m, n, kk)
+    a, b, ref = bf16_inputs(m, n, kk)
     want = OUTCOME[path.stem]
     if want == "wrong":
-        assert _rel(interp.run(k, {"A": a, "B": b}, {"M": m, "N": n, "K": kk})["C"], ref) > 1e-2
+        assert rel_err(interp.run(k, {"A": a, "B": b}, {"M": m, "N": n, "K": kk})["C"], ref) > 1e-2
     else:
         with pytest.raises(ArgusError, match=want):
             interp.run(k, {"A": a, "B": b}, {"M": m, "N": n, "K": kk})
@@ -191,18 +174,4 @@ def test_each_cluster_bug_is_violated_at_its_line_and_wrong_in_the_interpreter(p
 @pytest.mark.cuda
 @pytest.mark.parametrize("m,n,k", [(150, 200, 328), (64, 136, 64), (257, 600, 200)])
 def test_multicast_gemm_on_the_gpu(m, n, k):
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("cuda.bindings")
-    if not torch.cuda.is_available():
-        pytest.skip("no GPU")
-    from argus_verify.runtime.tma import TmaKernel
-
-    kern = TmaKernel(lower(compile_file(str(SPEC))))
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
-    c = torch.full((m, n), float("nan"), device="cuda")
-    kern({"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k})
-    torch.cuda.synchronize()
-    ref = a.double() @ b.double()
-    assert float((c.double() - ref).norm() / ref.norm()) < 1e-5
+    assert gpu_gemm_error(SPEC, m, n, k) < 1e-5
