@@ -175,3 +175,36 @@ def test_each_cluster_bug_is_violated_at_its_line_and_wrong_in_the_interpreter(p
 @pytest.mark.parametrize("m,n,k", [(150, 200, 328), (64, 136, 64), (257, 600, 200)])
 def test_multicast_gemm_on_the_gpu(m, n, k):
     assert gpu_gemm_error(SPEC, m, n, k) < 1e-5
+
+
+def test_a_multicast_past_the_allocation_faults_in_the_interpreter():
+    """Like tma_load, a multicast whose stage index lies past its allocation is an out-of-bounds
+    shared access (it shares tma_load's tile code, runtime/interp_hopper.py's _tma_tile)."""
+    k = compile_source(OOB, "mc_oob.arg")
+    ok = interp.run(k, {"A": np.ones((32, 128), np.float32)}, {"M": 32, "N": 128})["C"]  # M // 32 = 1: stage 1 of 2
+    assert np.all(ok == 1)  # both CTAs received rank 0's tile
+    with pytest.raises(ArgusError, match=r"out-of-bounds access sC\[2, 0, 0\]"):  # M // 32 = 2: past the 2 stages
+        interp.run(k, {"A": np.ones((64, 128), np.float32)}, {"M": 64, "N": 128})
+
+
+OOB = """kernel mc_oob<BM=64, BN=64>(A: bf16[M, N]) -> C: bf16[M, N]:
+    requires N % 8 == 0
+    grid(2 * cdiv(N, 2 * BN), cdiv(M, BM))
+    block(128)
+    cluster(2, 1)
+    sC = shared(bf16[2, BM, BN], layout=Swizzle(3, 3, 3) o row_major(2, BM, BN))
+    full = mbarrier(1)
+    if thread_id == 0:
+        mbarrier_init(full[0], 1)
+        fence_mbarrier_init()
+    cluster_sync()
+    m0 = block_id.y * BM
+    if thread_id == 0:
+        mbarrier_expect_tx(full[0], BM * BN * 2)
+        if cluster_rank == 0:
+            tma_load_multicast(sC[M // 32], A[m0 : m0 + BM, block_id.x * BN : block_id.x * BN + BN], full[0], 3)
+    mbarrier_wait(full[0], 0)
+    v = load(sC[M // 32, 0 : BM, 0 : BN], tv=(128, 32):(1, 128))
+    store(C[m0 : m0 + BM, block_id.x * BN : block_id.x * BN + BN], v, mask=True)
+    cluster_sync()
+"""
