@@ -51,11 +51,9 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from gemm_wgmma import _time
-
     from argus_verify.frontend import compile_source
     from argus_verify.lowering.ptx import lower
+    from argus_verify.runtime.cuda import torch_time
     from argus_verify.runtime.tma import TmaKernel
 
     text = Path(args.spec).read_text()
@@ -88,8 +86,9 @@ def main() -> int:
             for shape, (a, b, c) in inputs.items():
                 sizes = dict(zip("MNK", shape, strict=True))
                 prep = kern.prepare({"A": a, "B": b, "C": c}, sizes)
-                t = _time(torch, lambda prep=prep, sizes=sizes, kern=kern: kern.launch(prep, sizes), args.reps)
-                tc = _time(torch, lambda a=a, b=b: torch.matmul(a, b), args.reps)
+                ours = torch_time(lambda prep=prep, sizes=sizes, kern=kern: kern.launch(prep, sizes), reps=args.reps)
+                t = ours.median_ms
+                tc = torch_time(lambda a=a, b=b: torch.matmul(a, b), reps=args.reps).median_ms
                 fl = 2 * shape[0] * shape[1] * shape[2]
                 row["times"].append({"shape": list(shape), "ms": t, "tflops": fl / t / 1e9, "cublas_ms": tc,
                                      "ratio": tc / t})

@@ -4,8 +4,9 @@
 
 1. verify the spec (the protocol obligations and the others; wall time reported);
 2. correctness: ragged shapes against a float64 product on the GPU (relative 2-norm error, NaNs);
-3. timing: CUDA events, median of --reps, next to torch.matmul on the same bf16 inputs (cuBLAS,
-   bf16 output) in the same run, at 2048^3, 4096^3, 8192^3 and 4096 x 14336 x 4096 by default.
+3. timing: runtime.cuda.torch_time (CUDA events around back-to-back launches, median of --reps),
+   next to torch.matmul on the same bf16 inputs (cuBLAS, bf16 output) in the same run, at 2048^3,
+   4096^3, 8192^3 and 4096 x 14336 x 4096 by default.
 Prints a table last; writes gemm_wgmma.json and gemm_wgmma.ptx under --out.
 """
 
@@ -55,6 +56,7 @@ def main() -> int:
     from argus_verify import smt
     from argus_verify.frontend import compile_file
     from argus_verify.lowering.ptx import lower
+    from argus_verify.runtime.cuda import torch_time
     from argus_verify.runtime.tma import TmaKernel
 
     consts = parse_consts(args.consts)
@@ -115,7 +117,7 @@ def main() -> int:
             def cublas(a=a, b=b):
                 torch.matmul(a, b)
 
-            t_ours, t_cub = _time(torch, ours, args.reps), _time(torch, cublas, args.reps)
+            t_ours, t_cub = torch_time(ours, reps=args.reps).median_ms, torch_time(cublas, reps=args.reps).median_ms
             fl = 2 * m * n * k
             ref = a.float() @ b.float()
             err = float((c.float() - ref).norm() / ref.norm())
@@ -136,22 +138,6 @@ def main() -> int:
               f"{r['cublas_tflops']:.0f} | {r['ratio']:.3f} |")
     print(f"checks: {sum(bool(r.get('ok')) for r in rows)}/{len(rows)} OK")
     return 0 if all(r.get("ok") for r in rows) else 1
-
-
-def _time(torch, fn, reps: int) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
-    return times[len(times) // 2]
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gemm_wgmma import _time, parse_consts  # noqa: E402
+from gemm_wgmma import parse_consts  # noqa: E402
+
+from argus_verify.runtime.cuda import torch_time  # noqa: E402
 
 
 def main() -> int:
@@ -71,10 +73,10 @@ def main() -> int:
         ratio = {name: [] for name in kerns}
         cub = []
         for _ in range(args.rounds):
-            t_cub = _time(torch, lambda a=a, b=b: torch.matmul(a, b), args.reps)
+            t_cub = torch_time(lambda a=a, b=b: torch.matmul(a, b), reps=args.reps).median_ms
             cub.append(fl / t_cub / 1e9)
             for name, kern in kerns.items():
-                t = _time(torch, lambda kern=kern, p=preps[name], s=sizes: kern.launch(p, s), args.reps)
+                t = torch_time(lambda kern=kern, p=preps[name], s=sizes: kern.launch(p, s), reps=args.reps).median_ms
                 tf[name].append(fl / t / 1e9)
                 ratio[name].append(t_cub / t)
         row = {"shape": [m, n, k], "cublas_tflops": statistics.median(cub),

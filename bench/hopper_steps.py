@@ -7,9 +7,10 @@
 Each STEP is one spec (or a compile-time option of one). Every step is first checked on a ragged
 shape against a float64 product (a wrong kernel is never timed). Then, per shape, the steps and
 torch.matmul (cuBLAS, bf16 in, bf16 out) are timed in rounds: each round times every one of them
-(CUDA events, median of --reps launches after a warm-up), and a step's figure is the median over
-the rounds. Interleaving the rounds keeps the GPU's clock and thermal drift out of the ratios:
-cuBLAS alone varied by 10% between calls of the same session. Ratio = cuBLAS time / step time.
+(runtime.cuda.torch_time: CUDA events around back-to-back launches, median of --reps after 10
+warm-up launches), and a step's figure is the median over the rounds. Interleaving the rounds keeps
+the GPU's clock and thermal drift out of the ratios: cuBLAS alone varied by 10% between calls of the
+same session. Ratio = cuBLAS time / step time.
 Prints the table last; writes hopper_steps.json under --out.
 """
 
@@ -39,20 +40,6 @@ def parse_step(text: str) -> tuple[str, str, dict]:
     return name, spec, out
 
 
-def event_median(torch, fn, reps: int) -> float:
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("steps", nargs="+", help="NAME=SPEC[:CONST=V,...]")
@@ -69,6 +56,7 @@ def main() -> int:
 
     from argus_verify.frontend import compile_file
     from argus_verify.lowering.ptx import lower
+    from argus_verify.runtime.cuda import torch_time
     from argus_verify.runtime.tma import TmaKernel
 
     dev = torch.device("cuda")
@@ -112,7 +100,7 @@ def main() -> int:
         per = {name: [] for name in runs}
         for _ in range(args.rounds):
             for name, fn in runs.items():
-                per[name].append(event_median(torch, fn, args.reps))
+                per[name].append(torch_time(fn, reps=args.reps).median_ms)
         med = {name: statistics.median(v) for name, v in per.items()}
         flops = 2 * m * n * k
         row = {"shape": [m, n, k], "ms": med, "rounds": per,

@@ -2,15 +2,7 @@
 # GPU batch for the warp-specialised GEMM (tests/hopper/gemm_bf16_wgmma_ws.arg): correctness on
 # ragged shapes, SASS (setmaxnreg and the roles), timings next to cuBLAS and the persistent spec in
 # the same run, compute-sanitizer, then variants while time is left. $1: result dir, $2: seconds.
-set -uo pipefail
-res=${1:-/tmp/ws-out}; lim=${2:-180}; start=$(date +%s)
-mkdir -p "$res"
-left() { echo $(( lim - ($(date +%s) - start) )); }
-ws=tests/hopper/gemm_bf16_wgmma_ws.arg
-pers=tests/hopper/gemm_bf16_wgmma_persistent.arg
-summary="$res/summary.txt"; : > "$summary"
-note() { echo "$*" | tee -a "$summary"; }
-note "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader)"
+source "$(dirname "$0")/ws_common.sh"  # $1, $2, left, note, ws, pers, sanitize
 
 timeout 60 python3 bench/gemm_wgmma.py --no-verify --check-only --spec $ws --out "$res/ws_check" >"$res/ws_check.log" 2>&1
 note "ws ragged checks: rc=$? $(grep -E '^check|checks:' "$res/ws_check.log" | tr '\n' ' ')"
@@ -42,11 +34,6 @@ run_bench ws_bk32_s8 $ws "BK=32,SWA=2,STAGES=8" $ALL
 run_bench ws_bk32_s9 $ws "BK=32,SWA=2,STAGES=9" $TWO
 run_bench ws_bn128_s6 $ws "BN=128,STAGES=6" $TWO
 
-SAN_CONSTS="BK=32,SWA=2,STAGES=8"  # the default configuration was clean in the first batch
-for tool in memcheck racecheck synccheck; do
-    [ "$(left)" -lt 40 ] && { note "sanitizer $tool: skipped (time)"; continue; }
-    timeout 60 compute-sanitizer --tool $tool --report-api-errors no python3 bench/gemm_wgmma.py --no-verify \
-        --check-only --spec $ws --consts SMS=8${SAN_CONSTS:+,$SAN_CONSTS} --ragged 150x200x328,257x264x600 --out "$res/san_$tool" >"$res/san_$tool.log" 2>&1
-    note "sanitizer $tool ws ${SAN_CONSTS:-default} 150x200x328,257x264x600 SMS=8: rc=$? $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY|checks:' "$res/san_$tool.log" | tr '\n' ' ')"
-done
+# BK=32, 8 stages: the default configuration was clean in the first batch
+sanitize "BK=32,SWA=2,STAGES=8" 40 60 memcheck racecheck synccheck
 echo "== table"; cat "$summary"

@@ -2,15 +2,7 @@
 # GPU batch 3 for the warp-specialised GEMM: interleaved timing of the persistent spec and ws variants
 # next to cuBLAS in one process (bench/gemm_wgmma_ab.py), ncu stall sections of both at 4096^3, and
 # compute-sanitizer on the INFLIGHT=2 variant. $1: result dir, $2: seconds.
-set -uo pipefail
-res=${1:-/tmp/ws-out}; lim=${2:-180}; start=$(date +%s)
-mkdir -p "$res"
-left() { echo $(( lim - ($(date +%s) - start) )); }
-ws=tests/hopper/gemm_bf16_wgmma_ws.arg
-pers=tests/hopper/gemm_bf16_wgmma_persistent.arg
-summary="$res/summary.txt"; : > "$summary"
-note() { echo "$*" | tee -a "$summary"; }
-note "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader)"
+source "$(dirname "$0")/ws_common.sh"  # $1, $2, left, note, ws, pers, sanitize
 
 timeout $(( $(left) - 60 )) python3 bench/gemm_wgmma_ab.py --out "$res" --rounds 5 --reps 10 \
     --variant "persistent=$pers" --variant "ws=$ws" ${AB_VARIANTS:---variant "ws_inflight2=$ws:INFLIGHT=2" \
@@ -28,10 +20,6 @@ for spec in ${NCU_SPECS-ws:$ws persistent:$pers}; do
     note "$(grep -E 'Duration|Compute \(SM\) Throughput|Memory Throughput|Issued Warp|No Eligible|Warp Cycles Per Issued|Stall|Active Warps' "$res/ncu_$name.log" | head -20)"
 done
 
-for tool in ${SAN_TOOLS-memcheck racecheck synccheck}; do
-    [ "$(left)" -lt 25 ] && { note "sanitizer $tool: skipped (time)"; continue; }
-    timeout 50 compute-sanitizer --tool $tool --report-api-errors no python3 bench/gemm_wgmma.py --no-verify \
-        --check-only --spec $ws --consts SMS=8,INFLIGHT=2 --ragged 150x200x328,257x264x600 --out "$res/san_$tool" >"$res/san_$tool.log" 2>&1
-    note "sanitizer $tool ws INFLIGHT=2 150x200x328,257x264x600 SMS=8: rc=$? $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY|checks:' "$res/san_$tool.log" | tr '\n' ' ')"
-done
+# SAN_TOOLS: a word list (unquoted on purpose); empty: no sanitizer
+sanitize "INFLIGHT=2" 25 50 ${SAN_TOOLS-memcheck racecheck synccheck}
 echo "== table"; cat "$summary"

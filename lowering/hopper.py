@@ -96,22 +96,23 @@ class HopperLowering:
             self.em.emit(ASYNC_OPS["wgmma.wait_group"].ptx.format(n=s.pending))
 
     def visit_TmaLoad(self, s: ir.TmaLoad) -> None:
+        self._tma_load(s, "tma_load", "tma.load")
+
+    def _tma_load(self, s: ir.TmaLoad | ir.TmaLoadMulticast, what: str, op: str,
+                  mask: ir.IExpr | None = None) -> None:
+        """The boxes of one TMA load of `s.src` into `s.dst` arriving on `s.bar`; for the multicast
+        form, `mask` is the set of the cluster's CTAs that receive them (bit i: CTA rank i)."""
         em = self.em
         alloc = self.shared[s.dst.base].alloc
         try:
             boxes = hopper.tma_boxes(alloc, s.dst)
         except ValueError as e:
-            raise LoweringError(f"tma_load: {e}", s.span) from None
+            raise LoweringError(f"{what}: {e}", s.span) from None
         b0 = boxes[0]
-        key = (s.src.base, b0.rows, b0.cols, b0.swizzle)
-        if key not in self.tmaps:
-            name = f"tmap{len(self.tmaps)}_{ident(s.src.base)}"
-            self.tmaps[key] = TensorMapSpec(name, s.src.base, alloc.dtype, b0.rows, b0.cols, b0.swizzle)
-        spec = self.tmaps[key]
-        tmap = em.input("b64", f"tmap:{spec.param}",
-                        f"mov.u64 {{d}}, {self.pname(spec.param)};\n    cvta.param.u64 {{d}}, {{d}};")
+        tmap = self._tensor_map(s.src.base, alloc.dtype, b0)
         bar = self._bar_addr(s.bar)
         base = self._view_base(s.dst)
+        multicast = {} if mask is None else {"mask": self._mask_b16(mask)}
         row = self.ival(s.src.index[0].start)
         col = self.ival(s.src.index[1].start)
         for box in boxes:
@@ -119,10 +120,21 @@ class HopperLowering:
             c = em.add(col, box.col0)
             cr = str(c) if isinstance(c, int) else str(em.mat(c))
             rr = str(row) if isinstance(row, int) else str(em.mat(row))
-            em.emit(ASYNC_OPS["tma.load"].ptx.format(dst=dst, tmap=tmap, col=cr, row=rr, bar=bar))
+            em.emit(ASYNC_OPS[op].ptx.format(dst=dst, tmap=tmap, col=cr, row=rr, bar=bar, **multicast))
         line = s.span.line if s.span is not None else 0
-        self.notes.append(f"line {line}: tma_load {s.src.base} -> {s.dst.base}: {len(boxes)} box(es) of "
+        self.notes.append(f"line {line}: {what} {s.src.base} -> {s.dst.base}: {len(boxes)} box(es) of "
                           f"{b0.rows} x {b0.cols}, swizzle {b0.swizzle or 'none'}")
+
+    def _mask_b16(self, mask: ir.IExpr):
+        """The multicast mask as the b16 operand the instruction takes."""
+        em = self.em
+        v = self.ival(mask)
+        r = em.reg("b16")
+        if isinstance(v, int):
+            em.emit(f"mov.b16 {r}, {v & 0xFFFF};")
+        else:
+            em.emit(f"cvt.u16.u32 {r}, {em.mat(v)};")
+        return r
 
     def _tensor_map(self, tensor: str, dtype: str, box: hopper.TmaBox) -> str:
         """The register holding the generic address of the tensor map of `tensor` with `box`'s shape

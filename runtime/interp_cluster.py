@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from argus_verify import hopper, ir
+from argus_verify import ir
 from argus_verify.diagnostics import ArgusRuntimeError
 from argus_verify.runtime.interp_hopper import Tma
 from argus_verify.runtime.schedules import Arrival
@@ -168,27 +168,8 @@ class ClusterOps:
     def visit_TmaLoadMulticast(self, s: ir.TmaLoadMulticast, env, active, loop):
         st = self.hopper()
         cs = self.cluster()
-        alloc = self.batch.shared.allocs[s.dst.base]
-        esize = ir.DTYPE_BYTES[alloc.dtype]
-        try:
-            boxes = hopper.tma_boxes(alloc, s.dst)
-        except ValueError as e:
-            raise ArgusRuntimeError(f"tma_load_multicast: {e}", s.span) from None
-        hw = hopper.tma_table(alloc, s.dst, boxes)
-        rows, cols = hw.shape
-        g, t, i = self._bar_index(s, s.bar, env, active)
+        g, t, i, off, vals, nbytes = self._tma_tile(s, env, active, "tma_load_multicast")
         mask = self.per_thread(self.ieval(s.mask, env), np.int64)[g, t]
-        shape = self.launch.shapes[s.src.base]
-        r0 = self.per_thread(self.ieval(s.src.index[0].start, env), np.int64)[g, t]
-        c0 = self.per_thread(self.ieval(s.src.index[1].start, env), np.int64)[g, t]
-        rr = r0[:, None, None] + np.arange(rows)[None, :, None]
-        cc = c0[:, None, None] + np.arange(cols)[None, None, :]
-        inb = (rr >= 0) & (rr < shape[0]) & (cc >= 0) & (cc < shape[1])
-        flat = self.launch.arrays[s.src.base].reshape(-1)
-        vals = np.where(inb, flat[np.where(inb, rr * shape[1] + cc, 0)], 0).reshape(len(g), -1)
-        base = self._view_base(s.dst, env)[g, t]
-        off = base[:, None] + (hw.reshape(-1) // esize)[None, :]
-        dtype = self.batch.shared.mem[s.dst.base].dtype
         outside = (mask < 0) | (mask >= (1 << 16)) | ((mask >> cs.C) != 0)
         if outside.any():
             k = int(np.argmax(outside))
@@ -202,9 +183,8 @@ class ClusterOps:
             gd = self._target(cs, s, src_g, np.full(len(src_g), r), "tma_load_multicast")
             self._check_published(cs, s, s.bar.base, src_g, gd, di, "a multicast")
             self._race_with_peer_reads(cs, s, src_g, gd, r, doff, env)
-            self._write_async(s.dst.base, gd, doff, np.full(doff.shape, np.nan, dtype=dtype))
-            st.tmas.append(Tma(gd, s.bar.base, di, s.dst.base, doff, dvals.astype(dtype), rows * cols * esize,
-                               s.span))
+            self._write_async(s.dst.base, gd, doff, np.full(doff.shape, np.nan, dtype=dvals.dtype))
+            st.tmas.append(Tma(gd, s.bar.base, di, s.dst.base, doff, dvals, nbytes, s.span))
 
     def _race_with_peer_reads(self, cs: ClusterState, s, src_g, gd, r: int, doff, env) -> None:
         """A multicast overwriting elements a peer's wgmma read after the last release the issuer

@@ -315,12 +315,22 @@ class HopperOps:
     # -- TMA -------------------------------------------------------------------------------------
     def visit_TmaLoad(self, s: ir.TmaLoad, env, active, loop):
         st = self.hopper()
+        g, t, i, off, vals, nbytes = self._tma_tile(s, env, active, "tma_load")
+        self._write_async(s.dst.base, g, off, np.full(off.shape, np.nan, dtype=vals.dtype))  # undefined until it lands
+        st.progress += 1
+        st.tmas.append(Tma(g, s.bar.base, i, s.dst.base, off, vals, nbytes, s.span))
+
+    def _tma_tile(self, s: ir.TmaLoad | ir.TmaLoadMulticast, env, active, what: str) -> tuple:
+        """What one TMA load of the active threads moves: (blocks, threads, barrier index, [n, elements]
+        shared element offsets, [n, elements] values in the shared dtype, bytes per copy), one row per
+        issuing (block, thread). Where it lands (the issuer or, multicast, the CTAs of a mask) is the
+        caller's."""
         alloc = self.batch.shared.allocs[s.dst.base]
         esize = ir.DTYPE_BYTES[alloc.dtype]
         try:
             boxes = hopper.tma_boxes(alloc, s.dst)
         except ValueError as e:
-            raise ArgusRuntimeError(f"tma_load: {e}", s.span) from None
+            raise ArgusRuntimeError(f"{what}: {e}", s.span) from None
         self._check_in_allocation(s.dst, env, active, s)
         hw = hopper.tma_table(alloc, s.dst, boxes)  # bytes from the view's element (0, 0)
         rows, cols = hw.shape
@@ -338,10 +348,7 @@ class HopperOps:
         base = self._view_base(s.dst, env)[g, t]
         off = base[:, None] + (hw.reshape(-1) // esize)[None, :]
         dtype = self.batch.shared.mem[s.dst.base].dtype
-        poison = np.full(off.shape, np.nan, dtype=dtype)
-        self._write_async(s.dst.base, g, off, poison)  # undefined until the copy completes
-        st.progress += 1
-        st.tmas.append(Tma(g, s.bar.base, i, s.dst.base, off, vals.astype(dtype), rows * cols * esize, s.span))
+        return g, t, i, off, vals.astype(dtype), rows * cols * esize
 
     def _check_in_allocation(self, view: ir.View, env, active, stmt) -> None:
         """Fault, as an ordinary shared access does, when the tile's first or last element lies

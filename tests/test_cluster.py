@@ -6,12 +6,11 @@ a reported fault there) and the verifier (smt/protocol_cluster.py)."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hopper_util import bf16_inputs, gpu_gemm_error, ptxas_sm90a, rel_err
 
 from argus_verify import smt
 from argus_verify.diagnostics import ArgusError
@@ -19,7 +18,6 @@ from argus_verify.frontend import compile_file, compile_source
 from argus_verify.lowering.ptx import lower
 from argus_verify.runtime import interp
 from argus_verify.runtime.interp_cluster import cluster_order
-from argus_verify.semantics import round_to
 from argus_verify.smt.protocol import PROTOCOL
 from argus_verify.smt.protocol_cluster import CLUSTER_PROTOCOL
 
@@ -38,17 +36,6 @@ OUTCOME = {
 }
 
 
-def _inputs(m, n, k, seed=0):
-    rng = np.random.default_rng(seed)
-    a = round_to(rng.standard_normal((m, k)).astype(np.float32), "bf16")
-    b = round_to(rng.standard_normal((k, n)).astype(np.float32), "bf16")
-    return a, b, a.astype(np.float64) @ b.astype(np.float64)
-
-
-def _rel(out, ref):
-    return float(np.linalg.norm(np.nan_to_num(out, nan=1e30) - ref) / np.linalg.norm(ref))
-
-
 def test_the_cluster_shape_reaches_the_ptx_and_ptxas_takes_it():
     k = compile_file(str(SPEC))
     assert k.cluster == (2, 1, 1) and k.cluster_size == 2
@@ -59,11 +46,7 @@ def test_the_cluster_shape_reaches_the_ptx_and_ptxas_takes_it():
                    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"):
         assert needle in ptx, needle
     assert re.search(r"\.multicast::cluster \[%r\d+\], \[%rd\d+, \{%r\d+, %r\d+\}\], \[%r\d+\], %h\d+;", ptx)
-    if shutil.which("ptxas") is None:
-        pytest.skip("ptxas not installed")
-    done = subprocess.run(["ptxas", "-arch=sm_90a", "-o", "/dev/null", "-"], input=ptx, text=True,
-                          capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    ptxas_sm90a(ptx)
 
 
 SRC = """kernel k<B=128>(X: f32[N]) -> Y: f32[N]:
@@ -124,9 +107,9 @@ def test_clusters_tile_the_grid_by_rank():
     (200, 296, 704, SMALL | {"CL": 4}),  # clusters of 4, a ragged last one
 ])
 def test_multicast_gemm_in_the_interpreter_on_ragged_shapes(m, n, k, consts):
-    a, b, ref = _inputs(m, n, k)
+    a, b, ref = bf16_inputs(m, n, k)
     out = interp.run(compile_file(str(SPEC), consts), {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"]
-    assert _rel(out, ref) < 1e-6
+    assert rel_err(out, ref) < 1e-6
 
 
 VARIANTS = {  # the cluster along M (sharing B), the persistent kernel (clusters walking tiles), options
@@ -142,8 +125,8 @@ VARIANTS = {  # the cluster along M (sharing B), the persistent kernel (clusters
 def test_the_variants_are_right_in_the_interpreter_and_proved(variant):
     path, extra, (m, n, k) = VARIANTS[variant]
     kern = compile_file(str(path), SMALL | extra)
-    a, b, ref = _inputs(m, n, k)
-    assert _rel(interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"], ref) < 1e-6
+    a, b, ref = bf16_inputs(m, n, k)
+    assert rel_err(interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"], ref) < 1e-6
     rep = smt.verify(kern, checks=(*PROTOCOL, *CLUSTER_PROTOCOL, "output-once", "reduction-coverage"))
     want = (set(PROTOCOL) - {"bulk-group"}) | set(CLUSTER_PROTOCOL) | {"output-once"}  # (no TMA store)
     assert {r.obligation for r in rep.results} >= want
@@ -179,10 +162,10 @@ def test_each_cluster_bug_is_violated_at_its_line_and_wrong_in_the_interpreter(p
     assert [(r.obligation, r.location.line) for r in violated] == [(obligation, int(line))], rep.render_text()
     assert "CTA rank" in violated[0].explanation[0] and "role:" in violated[0].explanation[0]
     m, n, kk = 70, 264, 328  # 6 k tiles > STAGES: refills, both parities, drain; 5 column tiles, 3 clusters
-    a, b, ref = _inputs(m, n, kk)
+    a, b, ref = bf16_inputs(m, n, kk)
     want = OUTCOME[path.stem]
     if want == "wrong":
-        assert _rel(interp.run(k, {"A": a, "B": b}, {"M": m, "N": n, "K": kk})["C"], ref) > 1e-2
+        assert rel_err(interp.run(k, {"A": a, "B": b}, {"M": m, "N": n, "K": kk})["C"], ref) > 1e-2
     else:
         with pytest.raises(ArgusError, match=want):
             interp.run(k, {"A": a, "B": b}, {"M": m, "N": n, "K": kk})
@@ -191,21 +174,7 @@ def test_each_cluster_bug_is_violated_at_its_line_and_wrong_in_the_interpreter(p
 @pytest.mark.cuda
 @pytest.mark.parametrize("m,n,k", [(150, 200, 328), (64, 136, 64), (257, 600, 200)])
 def test_multicast_gemm_on_the_gpu(m, n, k):
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("cuda.bindings")
-    if not torch.cuda.is_available():
-        pytest.skip("no GPU")
-    from argus_verify.runtime.tma import TmaKernel
-
-    kern = TmaKernel(lower(compile_file(str(SPEC))))
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
-    c = torch.full((m, n), float("nan"), device="cuda")
-    kern({"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k})
-    torch.cuda.synchronize()
-    ref = a.double() @ b.double()
-    assert float((c.double() - ref).norm() / ref.norm()) < 1e-5
+    assert gpu_gemm_error(SPEC, m, n, k) < 1e-5
 
 
 def test_stage_reuse_with_several_warpgroups_per_cta_is_unknown_not_proved(tmp_path):
@@ -226,3 +195,35 @@ def test_stage_reuse_with_several_warpgroups_per_cta_is_unknown_not_proved(tmp_p
         (r,) = [r for r in rep.results if r.obligation == "stage-reuse"]
         assert r.status == "unknown", rep.render_text()
         assert "lockstep" in r.message and "every warpgroup" in r.message, r.message
+
+def test_a_multicast_past_the_allocation_faults_in_the_interpreter():
+    """Like tma_load, a multicast whose stage index lies past its allocation is an out-of-bounds
+    shared access (it shares tma_load's tile code, runtime/interp_hopper.py's _tma_tile)."""
+    k = compile_source(OOB, "mc_oob.arg")
+    ok = interp.run(k, {"A": np.ones((32, 128), np.float32)}, {"M": 32, "N": 128})["C"]  # M // 32 = 1: stage 1 of 2
+    assert np.all(ok == 1)  # both CTAs received rank 0's tile
+    with pytest.raises(ArgusError, match=r"out-of-bounds access sC\[2, 0, 0\]"):  # M // 32 = 2: past the 2 stages
+        interp.run(k, {"A": np.ones((64, 128), np.float32)}, {"M": 64, "N": 128})
+
+
+OOB = """kernel mc_oob<BM=64, BN=64>(A: bf16[M, N]) -> C: bf16[M, N]:
+    requires N % 8 == 0
+    grid(2 * cdiv(N, 2 * BN), cdiv(M, BM))
+    block(128)
+    cluster(2, 1)
+    sC = shared(bf16[2, BM, BN], layout=Swizzle(3, 3, 3) o row_major(2, BM, BN))
+    full = mbarrier(1)
+    if thread_id == 0:
+        mbarrier_init(full[0], 1)
+        fence_mbarrier_init()
+    cluster_sync()
+    m0 = block_id.y * BM
+    if thread_id == 0:
+        mbarrier_expect_tx(full[0], BM * BN * 2)
+        if cluster_rank == 0:
+            tma_load_multicast(sC[M // 32], A[m0 : m0 + BM, block_id.x * BN : block_id.x * BN + BN], full[0], 3)
+    mbarrier_wait(full[0], 0)
+    v = load(sC[M // 32, 0 : BM, 0 : BN], tv=(128, 32):(1, 128))
+    store(C[m0 : m0 + BM, block_id.x * BN : block_id.x * BN + BN], v, mask=True)
+    cluster_sync()
+"""

@@ -5,13 +5,11 @@ answer or a reported error there), the protocol obligations, the PTX and ptxas."
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+from hopper_util import bf16_inputs, gpu_gemm_error, ptxas_sm90a, rel_err
 
 from argus_verify import hopper, ir, smt
 from argus_verify.diagnostics import ArgusError
@@ -20,7 +18,6 @@ from argus_verify.layout import ComposedLayout, Layout, Swizzle, row_major
 from argus_verify.lowering.ptx import lower
 from argus_verify.replay import NOT_REPRODUCED, reproduce
 from argus_verify.runtime import interp
-from argus_verify.semantics import round_to
 from argus_verify.smt.protocol import PROTOCOL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,17 +25,6 @@ SPEC = ROOT / "specs" / "hopper" / "gemm_bf16_wgmma.arg"
 GENERIC_B = ROOT / "tests" / "hopper" / "wgmma_generic_b.arg"
 # the cluster ones (wgmma_cluster_*) have their own obligations and interpreter outcomes: tests/test_cluster.py
 BUGGY = sorted(p for p in (ROOT / "specs" / "buggy").glob("wgmma_*.arg") if not p.stem.startswith("wgmma_cluster_"))
-
-
-def _inputs(m, n, k, seed=0):
-    rng = np.random.default_rng(seed)
-    a = round_to(rng.standard_normal((m, k)).astype(np.float32), "bf16")
-    b = round_to(rng.standard_normal((k, n)).astype(np.float32), "bf16")
-    return a, b, a.astype(np.float64) @ b.astype(np.float64)
-
-
-def _rel(out, ref):
-    return float(np.linalg.norm(np.nan_to_num(out, nan=1e30) - ref) / np.linalg.norm(ref))
 
 
 def _view(alloc, stage=0):
@@ -78,33 +64,33 @@ def test_a_layout_the_descriptor_cannot_express_is_caught_element_by_element():
 
 @pytest.mark.parametrize("m,n,k", [(150, 200, 328), (64, 136, 64), (130, 8, 8)])
 def test_wgmma_gemm_in_the_interpreter_on_ragged_shapes(m, n, k):
-    a, b, ref = _inputs(m, n, k)
+    a, b, ref = bf16_inputs(m, n, k)
     out = interp.run(compile_file(str(SPEC)), {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"]
-    assert _rel(out, ref) < 1e-6
+    assert rel_err(out, ref) < 1e-6
 
 
 def test_persistent_variant_walks_every_tile_and_keeps_the_ring_across_tiles():
     k = compile_file(str(ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_persistent.arg"),
                      {"SMS": 3, "GROUP": 2, "WG": 1, "BN": 128})
-    a, b, ref = _inputs(300, 264, 200)  # 9 tiles on 3 blocks, 4 k tiles each: phases run on across tiles
-    assert _rel(interp.run(k, {"A": a, "B": b}, {"M": 300, "N": 264, "K": 200})["C"], ref) < 1e-6
+    a, b, ref = bf16_inputs(300, 264, 200)  # 9 tiles on 3 blocks, 4 k tiles each: phases run on across tiles
+    assert rel_err(interp.run(k, {"A": a, "B": b}, {"M": 300, "N": 264, "K": 200})["C"], ref) < 1e-6
     res = smt.verify(k, checks=PROTOCOL).results
     assert all(r.status == "proved" for r in res), [(r.obligation, r.message) for r in res if r.status != "proved"]
 
 
 def test_two_consumer_warpgroups_split_the_rows():
     k = compile_file(str(ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_wg.arg"))  # 128 x 256 tile, 256 threads
-    a, b, ref = _inputs(150, 264, 200)
-    assert _rel(interp.run(k, {"A": a, "B": b}, {"M": 150, "N": 264, "K": 200})["C"], ref) < 1e-6
+    a, b, ref = bf16_inputs(150, 264, 200)
+    assert rel_err(interp.run(k, {"A": a, "B": b}, {"M": 150, "N": 264, "K": 200})["C"], ref) < 1e-6
     ptx = lower(k).ptx
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16") == 4  # one m64 block per warpgroup, 4 k steps
     assert "shr.s32" in ptx  # the warpgroup index selects the A rows
 
 
 def test_generic_stores_fenced_for_the_async_proxy_are_correct_and_proved():
-    a, b, ref = _inputs(70, 72, 200)
+    a, b, ref = bf16_inputs(70, 72, 200)
     k = compile_file(str(GENERIC_B))
-    assert _rel(interp.run(k, {"A": a, "B": b}, {"M": 70, "N": 72, "K": 200})["C"], ref) < 1e-6
+    assert rel_err(interp.run(k, {"A": a, "B": b}, {"M": 70, "N": 72, "K": 200})["C"], ref) < 1e-6
     res = {(r.obligation, r.status) for r in smt.verify(k, checks=PROTOCOL).results}
     # bulk-group is reported for kernels with TMA stores only (tests/test_hopper_store.py)
     assert all(status == "proved" for _, status in res) and {o for o, _ in res} == set(PROTOCOL) - {"bulk-group"}
@@ -145,7 +131,7 @@ def test_each_protocol_bug_is_violated_at_its_line_and_wrong_in_the_interpreter(
         check = reproduce(k, r, str(path))
         assert check["status"] != NOT_REPRODUCED, f"{r.obligation} line {r.location.line}: {check['text']}"
     m, n, kk = 70, 264, 328  # k tiles: 6 > STAGES (refills, parities, drain); 3 column tiles
-    a, b, ref = _inputs(m, n, kk)
+    a, b, ref = bf16_inputs(m, n, kk)
     schedule = re.findall(r"^# schedule: (\S+)", path.read_text(), re.M)  # an order that shows the bug
     try:
         out = interp.run(k, {"A": a, "B": b}, {"M": m, "N": n, "K": kk},
@@ -153,7 +139,7 @@ def test_each_protocol_bug_is_violated_at_its_line_and_wrong_in_the_interpreter(
     except ArgusError as e:  # a reported deadlock or protocol error
         assert re.search(r"deadlock|arrivals|mbarrier", str(e)), str(e)
         return
-    assert _rel(out, ref) > 1e-2
+    assert rel_err(out, ref) > 1e-2
 
 
 def test_wgmma_gemm_lowers_to_tma_mbarrier_wgmma_and_ptxas_takes_it():
@@ -169,29 +155,11 @@ def test_wgmma_gemm_lowers_to_tma_mbarrier_wgmma_and_ptxas_takes_it():
                                                                                ("B", 64, 64, 128)]
     # stages, 4 mbarriers of 8 bytes, and 1024 bytes to align the window
     assert lk.params[0].kind == "tmap" and lk.dynamic_shared_bytes == 4 * (128 * 64 + 64 * 128) * 2 + 32 + 1024
-    if shutil.which("ptxas") is None:
-        pytest.skip("ptxas not installed")
-    done = subprocess.run(["ptxas", "-arch=sm_90a", "-o", "/dev/null", "-"], input=ptx, text=True,
-                          capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = ptxas_sm90a(ptx)
     assert "warning" not in done.stderr.lower(), done.stderr
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("m,n,k", [(150, 200, 328), (257, 264, 200)])
 def test_wgmma_gemm_on_the_gpu(m, n, k):
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("cuda.bindings")
-    if not torch.cuda.is_available():
-        pytest.skip("no GPU")
-    from argus_verify.runtime.tma import TmaKernel
-
-    kern = TmaKernel(lower(compile_file(str(SPEC))))
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
-    c = torch.full((m, n), float("nan"), device="cuda")
-    kern({"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k})
-    torch.cuda.synchronize()
-    ref = a.double() @ b.double()
-    assert float((c.double() - ref).norm() / ref.norm()) < 1e-5
+    assert gpu_gemm_error(SPEC, m, n, k) < 1e-5

@@ -7,13 +7,13 @@ errors, and the runtime building the output's tensor map."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hopper_util import bf16_inputs, ptxas_sm90a, rel_err
 
 from argus_verify import smt
 from argus_verify.diagnostics import ArgusError
@@ -29,24 +29,13 @@ SMALL = {"BM": 64, "BN": 128, "BK": 64, "STAGES": 2, "WG": 1, "SMS": 2, "GROUP":
 BF16_OUT = 2.0 ** -9 + 1e-5  # C rounded to bf16: relative error at most 2^-9 per element, on the f32 sums
 
 
-def _inputs(m, n, k, seed=0):
-    rng = np.random.default_rng(seed)
-    a = round_to(rng.standard_normal((m, k)).astype(np.float32), "bf16")
-    b = round_to(rng.standard_normal((k, n)).astype(np.float32), "bf16")
-    return a, b, a.astype(np.float64) @ b.astype(np.float64)
-
-
-def _rel(out, ref):
-    return float(np.linalg.norm(np.nan_to_num(out, nan=1e30) - ref) / np.linalg.norm(ref))
-
-
 @pytest.mark.parametrize("consts,m,n,k", [(SMALL, 150, 200, 328), (SMALL, 130, 8, 8),
                                           ({"SMS": 3, "GROUP": 2}, 300, 264, 200)])
 def test_store_epilogue_in_the_interpreter_on_ragged_shapes(consts, m, n, k):
-    a, b, ref = _inputs(m, n, k)
+    a, b, ref = bf16_inputs(m, n, k)
     out = interp.run(compile_file(str(SPEC), consts), {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"]
     assert not np.isnan(out).any()  # every element written, the clipped boxes wrote nothing outside
-    assert _rel(out, ref) < BF16_OUT
+    assert rel_err(out, ref) < BF16_OUT
     assert np.array_equal(out, round_to(out, "bf16"))  # C holds bf16 values
 
 
@@ -84,10 +73,10 @@ def test_the_solver_follows_tags_through_the_tma_store_for_all_sizes():
 
 
 def test_the_tma_store_is_interpreted_correctly_on_a_ragged_shape():
-    a, b, ref = _inputs(150, 200, 136)
+    a, b, ref = bf16_inputs(150, 200, 136)
     out = interp.run(compile_file(str(EPILOGUE), {"BN": 64, "STAGES": 2}), {"A": a, "B": b},
                      {"M": 150, "N": 200, "K": 136})["C"]
-    assert not np.isnan(out).any() and _rel(out, ref) < BF16_OUT
+    assert not np.isnan(out).any() and rel_err(out, ref) < BF16_OUT
 
 
 def test_multicast_is_beyond_the_tag_encoding_and_says_so():
@@ -104,11 +93,7 @@ def test_store_epilogue_lowers_to_bulk_tensor_stores_and_ptxas_takes_it():
                    ".param .align 64 .b8 gemm_bf16_wgmma_store_param_tmap2_C[128]"):
         assert needle in ptx, needle
     assert [(m.tensor, m.box_rows, m.box_cols, m.swizzle) for m in lk.tmaps][-1] == ("C", 128, 64, 128)
-    if shutil.which("ptxas") is None:
-        pytest.skip("ptxas not installed")
-    done = subprocess.run(["ptxas", "-arch=sm_90a", "-o", "/dev/null", "-"], input=ptx, text=True,
-                          capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    ptxas_sm90a(ptx)
 
 
 HEAD = """kernel k<BM=64, BN=64>(A: bf16[M, N]) -> C: bf16[M, N]:
@@ -183,7 +168,7 @@ def test_python_api_builds_the_tensor_maps_on_the_gpu(tmp_path, monkeypatch):
     assert c.dtype == torch.bfloat16 and not torch.isnan(c).any()
     assert float((c.double() - ref).norm() / ref.norm()) < BF16_OUT
     host = k(a.float().cpu().numpy(), b.float().cpu().numpy(), backend="cuda", allow_unknown=True)  # copied
-    assert _rel(host, ref.cpu().numpy()) < BF16_OUT
+    assert rel_err(host, ref.cpu().numpy()) < BF16_OUT
 
 
 COPY = """kernel tma_copy<BM=64, BN=64>(A: bf16[M, N]) -> C: bf16[M, N]:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hopper_util import bf16_inputs
 
 from argus_verify.diagnostics import ArgusError
 from argus_verify.frontend import compile_file
 from argus_verify.runtime import interp
-from argus_verify.semantics import round_to
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "verify"
@@ -23,13 +23,6 @@ BUGGY = ROOT / "specs" / "buggy"
 
 def golden(name: str) -> list:
     return json.loads((GOLDEN / f"buggy__{name}.json").read_text())
-
-
-def _inputs(m, n, k, seed=0):
-    rng = np.random.default_rng(seed)
-    a = round_to(rng.standard_normal((m, k)).astype(np.float32), "bf16")
-    b = round_to(rng.standard_normal((k, n)).astype(np.float32), "bf16")
-    return a, b, a.astype(np.float64) @ b.astype(np.float64)
 
 
 def test_async_proxy_proofs_are_unknown_when_the_protocol_they_rely_on_is_violated():
@@ -56,7 +49,7 @@ def test_an_epilogue_reading_a_neighbours_sums_is_violated_and_wrong():
     bad = [(r["obligation"], r["location"]["line"]) for r in rep if r["status"] == "violated"]
     assert bad == [("output-contract", 48)]
     k = compile_file(str(BUGGY / "hopper_epilogue_wrong_element.arg"))
-    a, b, ref = _inputs(70, 136, 72)
+    a, b, ref = bf16_inputs(70, 136, 72)
     out = interp.run(k, {"A": a, "B": b}, {"M": 70, "N": 136, "K": 72})["C"]
     assert np.abs(out - ref).max() > 1.0  # the neighbouring lane's column
 
@@ -69,7 +62,7 @@ def test_a_refill_of_the_wrong_k_tile_misses_a_k_tile_and_is_wrong():
     cov = [r for r in rep if r["obligation"] == "reduction-coverage" and r["status"] == "unknown"]
     assert cov and "k window" in cov[0]["message"]
     k = compile_file(str(BUGGY / "hopper_refill_skips_k_tile.arg"))
-    a, b, ref = _inputs(70, 72, 5 * 64)  # 5 k tiles: one refill
+    a, b, ref = bf16_inputs(70, 72, 5 * 64)  # 5 k tiles: one refill
     out = interp.run(k, {"A": a, "B": b}, {"M": 70, "N": 72, "K": 5 * 64})["C"]
     assert np.abs(out - ref).max() > 1.0
 
@@ -79,7 +72,7 @@ def test_a_stage_index_outside_the_allocation_is_a_bounds_violation_and_faults()
     bad = sorted((r["obligation"], r["location"]["line"]) for r in rep if r["status"] == "violated")
     assert bad == [("bounds", 37), ("bounds", 44)]
     k = compile_file(str(BUGGY / "hopper_oob_stage_index.arg"))
-    a, b, _ = _inputs(64, 64, 5 * 64)
+    a, b, _ = bf16_inputs(64, 64, 5 * 64)
     with pytest.raises(ArgusError, match="out-of-bounds access sA"):
         interp.run(k, {"A": a, "B": b}, {"M": 64, "N": 64, "K": 5 * 64})
 

@@ -8,12 +8,10 @@ phase named. (tests/test_hopper.py checks each buggy spec's verdict at its line.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
+from hopper_util import bf16_inputs, gpu_gemm_error, ptxas_sm90a, rel_err
 
 from argus_verify import ir, roles, smt
 from argus_verify.cli import main
@@ -21,7 +19,6 @@ from argus_verify.diagnostics import ArgusError, ArgusRuntimeError
 from argus_verify.frontend import compile_file, compile_source
 from argus_verify.lowering.ptx import lower
 from argus_verify.runtime import interp
-from argus_verify.semantics import round_to
 from argus_verify.smt.protocol import PROTOCOL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,34 +28,23 @@ SMALL = {"SMS": 4, "BN": 128, "STAGES": 2}  # several tiles per block, rings run
 TAGS = ("tag-assertion", "output-contract", "reduction-coverage", "output-once")
 
 
-def _inputs(m, n, k, seed=0):
-    rng = np.random.default_rng(seed)
-    a = round_to(rng.standard_normal((m, k)).astype(np.float32), "bf16")
-    b = round_to(rng.standard_normal((k, n)).astype(np.float32), "bf16")
-    return a, b, a.astype(np.float64) @ b.astype(np.float64)
-
-
-def _rel(out, ref):
-    return float(np.linalg.norm(np.nan_to_num(out, nan=1e30) - ref) / np.linalg.norm(ref))
-
-
 @pytest.mark.parametrize("consts,shape", [({"SMS": 2, "GROUP": 2}, (130, 264, 136)),  # 128 x 256 tiles
                                           (SMALL, (257, 264, 600))])  # 3 x 3 tiles on 4 blocks, 10 k tiles
 def test_ws_gemm_is_correct_in_the_interpreter_on_ragged_shapes(consts, shape):
     m, n, k = shape
-    a, b, ref = _inputs(m, n, k)
+    a, b, ref = bf16_inputs(m, n, k)
     out = interp.run(compile_file(str(WS), consts), {"A": a, "B": b}, {"M": m, "N": n, "K": k})["C"]
-    assert _rel(out, ref) < 1e-6
+    assert rel_err(out, ref) < 1e-6
 
 
 def test_ws_gemm_is_correct_with_either_side_ahead():
     # warpgroups: the producer ahead (the default for roles); warpgroups:1: consumer warpgroup 0 ahead
     m, n, k = 130, 136, 328  # 2 x 2 tiles on 2 blocks, 6 k tiles on 2 stages: the rings wrap
-    a, b, ref = _inputs(m, n, k)
+    a, b, ref = bf16_inputs(m, n, k)
     kern = compile_file(str(WS), {**SMALL, "SMS": 2})
     for schedule in ("warpgroups", "warpgroups:1"):
         out = interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k}, schedule=schedule)["C"]
-        assert _rel(out, ref) < 1e-6, schedule
+        assert rel_err(out, ref) < 1e-6, schedule
     with pytest.raises(ArgusError, match="warpgroups takes 0"):
         interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k}, schedule="warpgroups:2")
 
@@ -95,11 +81,7 @@ def test_ws_lowers_to_setmaxnreg_against_the_launch_count_and_ptxas_takes_it():
     assert ptx.count("setmaxnreg.inc.sync.aligned.u32 232;") == 1
     assert ptx.count("mbarrier.arrive.shared::cta.b64") == 2  # the consumers' releases of empty[s]
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16") == 4  # one m64 block per consumer, 4 k steps
-    if shutil.which("ptxas") is None:
-        pytest.skip("ptxas not installed")
-    done = subprocess.run(["ptxas", "-arch=sm_90a", "-v", "-o", "/dev/null", "-"], input=ptx, text=True,
-                          capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = ptxas_sm90a(ptx, "-v")
     assert "warning" not in done.stderr.lower(), done.stderr
     assert "0 bytes spill stores, 0 bytes spill loads" in done.stderr
     assert re.search(r"Used (\d+) registers", done.stderr) and int(re.search(r"Used (\d+) registers",
@@ -142,7 +124,7 @@ def test_a_bad_register_policy_exits_2_with_file_line_col(capsys, tmp_path):
 
 
 def test_a_ws_deadlock_in_the_interpreter_names_role_barrier_and_phase():
-    a, b, _ = _inputs(70, 264, 328)
+    a, b, _ = bf16_inputs(70, 264, 328)
     with pytest.raises(ArgusRuntimeError) as e:
         interp.run(compile_file(str(BUGGY / "wgmma_ws_empty_wrong_parity.arg")), {"A": a, "B": b},
                    {"M": 70, "N": 264, "K": 328})
@@ -155,22 +137,7 @@ def test_a_ws_deadlock_in_the_interpreter_names_role_barrier_and_phase():
 @pytest.mark.cuda
 @pytest.mark.parametrize("m,n,k", [(150, 200, 328), (257, 264, 600), (1000, 1000, 1000)])
 def test_ws_gemm_on_the_gpu(m, n, k):
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("cuda.bindings")
-    if not torch.cuda.is_available():
-        pytest.skip("no GPU")
-    from argus_verify.runtime.tma import TmaKernel
-
-    kern = TmaKernel(lower(compile_file(str(WS))))
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
-    c = torch.full((m, n), float("nan"), device="cuda")
-    kern({"A": a, "B": b, "C": c}, {"M": m, "N": n, "K": k})
-    torch.cuda.synchronize()
-    ref = a.double() @ b.double()
-    assert not torch.isnan(c).any()
-    assert float((c.double() - ref).norm() / ref.norm()) < 1e-5
+    assert gpu_gemm_error(WS, m, n, k) < 1e-5
 
 
 def test_output_writers_of_the_consumers_fragment_in_a_larger_block():
