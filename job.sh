@@ -15,6 +15,7 @@ STEPS=(
   "empty=$H/gemm_bf16_wgmma_store_empty.arg"
   "cluster=$H/gemm_bf16_wgmma_store_cluster.arg"
   "direct4=$H/gemm_bf16_wgmma_direct_prefetch.arg"
+  "direct3=$H/gemm_bf16_wgmma_direct_prefetch.arg:STAGES=3"
   "prefetch_g16=$H/gemm_bf16_wgmma_store_prefetch.arg:GROUP=16"
 )
 timeout $(( lim * 6 / 10 )) python3 bench/hopper_steps.py --out "$res" --rounds 5 --reps 20 --budget $(( lim * 4 / 10 )) \
