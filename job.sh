@@ -17,6 +17,8 @@ STEPS=(
   "direct4=$H/gemm_bf16_wgmma_direct_prefetch.arg"
   "direct3=$H/gemm_bf16_wgmma_direct_prefetch.arg:STAGES=3"
   "prefetch_g16=$H/gemm_bf16_wgmma_store_prefetch.arg:GROUP=16"
+  "prefetch_n192s4=$H/gemm_bf16_wgmma_store_prefetch.arg:BN=192,STAGES=4"
+  "direct_n192s5=$H/gemm_bf16_wgmma_direct_prefetch.arg:BN=192,STAGES=5"
 )
 timeout $(( lim * 6 / 10 )) python3 bench/hopper_steps.py --out "$res" --rounds 5 --reps 20 --budget $(( lim * 4 / 10 )) \
     --shapes 4096x4096x4096,8192x8192x8192,2048x2048x2048,4096x14336x4096 "${STEPS[@]}" >"$res/steps.log" 2>&1
