@@ -8,28 +8,25 @@ mkdir -p "$res"
 left() { echo $(( lim - ($(date +%s) - start) )); }
 summary="$res/summary.txt"; : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
-note "== $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null) $(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)"
+note "== $(date -u +%FT%TZ) $(cat COMMIT 2>/dev/null || echo "commit unknown") $(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader)"
 H=tests/hopper
 STEPS=(
   "prefetch=$H/gemm_bf16_wgmma_store_prefetch.arg"
-  "empty=$H/gemm_bf16_wgmma_store_empty.arg"
-  "cluster=$H/gemm_bf16_wgmma_store_cluster.arg"
-  "direct4=$H/gemm_bf16_wgmma_direct_prefetch.arg"
-  "direct3=$H/gemm_bf16_wgmma_direct_prefetch.arg:STAGES=3"
   "prefetch_g16=$H/gemm_bf16_wgmma_store_prefetch.arg:GROUP=16"
-  "prefetch_n192s4=$H/gemm_bf16_wgmma_store_prefetch.arg:BN=192,STAGES=4"
-  "direct_n192s5=$H/gemm_bf16_wgmma_direct_prefetch.arg:BN=192,STAGES=5"
+  "n192s4=$H/gemm_bf16_wgmma_store_prefetch.arg:BN=192,STAGES=4"
+  "n192s4_g16=$H/gemm_bf16_wgmma_store_prefetch.arg:BN=192,STAGES=4,GROUP=16"
+  "n192s3=$H/gemm_bf16_wgmma_store_prefetch.arg:BN=192,STAGES=3"
+  "direct4_g16=$H/gemm_bf16_wgmma_direct_prefetch.arg:GROUP=16"
 )
-timeout $(( lim * 6 / 10 )) python3 bench/hopper_steps.py --out "$res" --rounds 5 --reps 20 --budget $(( lim * 4 / 10 )) \
-    --shapes 4096x4096x4096,8192x8192x8192,2048x2048x2048,4096x14336x4096 "${STEPS[@]}" >"$res/steps.log" 2>&1
+timeout $(( lim * 6 / 10 )) python3 bench/hopper_steps.py --out "$res" --rounds 7 --reps 20 --budget $(( lim * 4 / 10 )) \
+    --shapes 8192x8192x8192,4096x4096x4096,4096x14336x4096,2048x2048x2048 "${STEPS[@]}" >"$res/steps.log" 2>&1
 note "hopper_steps rc=$?"
 note "$(grep -E 'check|^\|' "$res/steps.log")"
 
 # compute-sanitizer: 300x520x328 with SMS=2 (9 tiles, 2 blocks, 6 k tiles each: the rings run across tiles)
-SAN=("$H/gemm_bf16_wgmma_direct_prefetch.arg SMS=2" "$H/gemm_bf16_wgmma_store_cluster.arg SMS=2"
-     "$H/gemm_bf16_wgmma_store_empty.arg SMS=2")
+SAN=("$H/gemm_bf16_wgmma_store_prefetch.arg BN=192,STAGES=4,SMS=2" "$H/gemm_bf16_wgmma_store_prefetch.arg GROUP=16,SMS=2")
 for item in "${SAN[@]}"; do
-    set -- $item; spec=$1; consts=$2; name=$(basename "$spec" .arg)
+    set -- $item; spec=$1; consts=$2; name="$(basename "$spec" .arg)_${consts//[=,]/_}"
     for tool in memcheck racecheck synccheck; do
         [ "$(left)" -lt 20 ] && { note "sanitizer $tool $name: skipped (time)"; continue; }
         timeout $(( $(left) - 5 )) compute-sanitizer --tool $tool --error-exitcode 9 --report-api-errors no \
