@@ -8,6 +8,7 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hopper_util import bf16_inputs, gpu_gemm_error, ptxas_sm90a, rel_err
 
@@ -18,6 +19,7 @@ from argus_verify.layout import ComposedLayout, Layout, Swizzle, row_major
 from argus_verify.lowering.ptx import lower
 from argus_verify.replay import NOT_REPRODUCED, reproduce
 from argus_verify.runtime import interp
+from argus_verify.semantics import round_to
 from argus_verify.smt.protocol import PROTOCOL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,3 +165,39 @@ def test_wgmma_gemm_lowers_to_tma_mbarrier_wgmma_and_ptxas_takes_it():
 @pytest.mark.parametrize("m,n,k", [(150, 200, 328), (257, 264, 200)])
 def test_wgmma_gemm_on_the_gpu(m, n, k):
     assert gpu_gemm_error(SPEC, m, n, k) < 1e-5
+
+
+# The store+prefetch GEMM and its faster variants (BENCHMARKS.md, "Beyond the prefetch spec"): on a
+# ragged shape in the interpreter at small constants (6 tiles on 2 blocks, 4 k tiles each: the rings
+# run across tiles; warpgroups:1 runs warpgroup 0 ahead, the order that exposes a refill racing
+# warpgroup 1), and their PTX at the default constants through ptxas without spills.
+HOPPER = ROOT / "tests" / "hopper"
+FAST = {  # name: (spec, constants of the timed variant, schedules the interpreter runs)
+    "prefetch": ("gemm_bf16_wgmma_store_prefetch.arg", {}, ("lockstep", "warpgroups:1")),
+    "prefetch_n192": ("gemm_bf16_wgmma_store_prefetch.arg", {"BN": 192, "STAGES": 4}, ("warpgroups:1",)),
+    "empty": ("gemm_bf16_wgmma_store_empty.arg", {}, ("lockstep", "warpgroups:1")),
+    "direct": ("gemm_bf16_wgmma_direct_prefetch.arg", {}, ("warpgroups:1",)),
+    # the interpreter's warpgroup schedules do not run a cluster's CTAs side by side: lockstep only
+    "cluster": ("gemm_bf16_wgmma_store_cluster.arg", {}, ("lockstep",)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_the_fast_variants_are_right_on_a_ragged_shape_in_the_interpreter(name):
+    spec, consts, schedules = FAST[name]
+    small = {"BN": 192 if consts.get("BN") == 192 else 64, "SMS": 2 * (2 if name == "cluster" else 1), "GROUP": 2}
+    kern = compile_file(str(HOPPER / spec), consts | small)
+    m, n, k = (150, 400, 200) if small["BN"] == 192 else (150, 136, 200)
+    a, b, ref = bf16_inputs(m, n, k)
+    for schedule in schedules:
+        out = interp.run(kern, {"A": a, "B": b}, {"M": m, "N": n, "K": k}, schedule=schedule)["C"]
+        assert not np.isnan(out).any(), schedule  # every element stored, nothing past the edges
+        assert rel_err(out, ref) < 2.0 ** -9 + 1e-5, schedule  # C rounded to bf16 once
+        assert np.array_equal(out, round_to(out, "bf16"))
+
+
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_the_fast_variants_assemble_without_spills(name):
+    spec, consts, _ = FAST[name]
+    done = ptxas_sm90a(lower(compile_file(str(HOPPER / spec), consts or None)).ptx, "-v")
+    assert "0 bytes spill stores, 0 bytes spill loads" in done.stderr, done.stderr

@@ -218,7 +218,7 @@ def test_a_tma_load_under_a_thread_and_tile_condition_has_one_issuer():
     prefetch = ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_store_prefetch.arg"
     an = Analysis(compile_file(str(prefetch), SMALL))
     assert sorted((w.node.span.line, w.issuer) for w in an.sh_writes["sA"] if isinstance(w, TmaWrite)) == [
-        (48, 0), (62, 0), (75, 0)]
+        (54, 0), (68, 0), (81, 0)]
     issue = "    if thread_id == 0:\n        mbarrier_expect_tx"
     mixed = COPY.replace(issue, issue.replace("thread_id == 0", "thread_id < M"))
     assert mixed != COPY
