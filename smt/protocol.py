@@ -244,14 +244,19 @@ class Skeleton(BulkSteps):
 
     # Threads run in lockstep here, but warpgroups do not on the hardware: a wgmma_wait retires only
     # the executing warpgroup's wgmmas, and another thread learns of it through a barrier() after
-    # that wait. A refill must not rely on the lockstep order (the role and cluster skeletons order
-    # warpgroups through their own release rules).
+    # that wait, or through an mbarrier: an arrival of that warpgroup after the wait, on a phase the
+    # other thread's wait saw complete. A refill must not rely on the lockstep order (the role and
+    # cluster skeletons order warpgroups through their own release rules).
     CROSS_WARPGROUP = True
 
     def __init__(self, kernel: ir.Kernel, sizes: dict, block: tuple = (0, 0, 0), grid: tuple = (1, 1, 1)):
         self.k = kernel
         self.T = kernel.block
         self.retired_unpublished: list = []  # wgmmas of several warpgroups, retired by some, not yet published
+        # releases through an mbarrier: (bar, idx) -> [(entry of retired_unpublished, warpgroup that arrived
+        # after retiring it)], of the phase being filled and of the phases completed so far
+        self.releases_open: dict = {}
+        self.releases_done: dict = {}
         self.sizes = sizes
         self.tids = np.arange(self.T)
         self.allocs = {a.name: a for a in kernel.shared_allocs()}
@@ -361,6 +366,7 @@ class Skeleton(BulkSteps):
         elif isinstance(s, ir.Barrier):
             self.published = True
             self.retired_unpublished = []  # every warpgroup's retirements are now known to all threads
+            self.releases_open, self.releases_done = {}, {}
 
     def where(self) -> dict:
         return dict(self.loop)
@@ -518,6 +524,10 @@ class Skeleton(BulkSteps):
         if s.kind in ("arrive", "expect_tx"):
             for j, i in enumerate(idx):
                 i = int(i)
+                if s.kind == "arrive":  # a warpgroup's arrival after its wgmma_wait releases what it retired
+                    wg = int(self.tids[active][j]) // hopper.WARPGROUP
+                    self.releases_open.setdefault((name, i), []).extend(
+                        (e, wg) for e in self.retired_unpublished if wg in e["retired_by"])
                 if s.kind == "expect_tx":
                     self.ph(name, i)["exp"] += int(val[j])
                     self.ph(name, i)["spans"].append((s.span, self.where()))
@@ -533,6 +543,13 @@ class Skeleton(BulkSteps):
             if j and (i, p) == (int(idx[j - 1]), int(val[j - 1]) % 2):
                 continue
             self.wait(s, name, i, p)
+        # A passed wait has seen its barrier's last completed phase, so every release completed on it
+        # (phases complete in order): the waiting warpgroups know those retirements.
+        waiters = set((self.tids[active] // hopper.WARPGROUP).tolist())
+        for i in set(int(x) for x in idx):
+            for e, wg in self.releases_done.get((name, i), ()):
+                for w in waiters:
+                    e.setdefault("released_to", {}).setdefault(w, set()).add(wg)
 
     def ph(self, name, i) -> dict:
         """The current phase's transaction books of barrier (name, i)."""
@@ -550,6 +567,7 @@ class Skeleton(BulkSteps):
                        "consumer reads the stage early"], barrier=name, stage=i, phase=int(b["phase"][i]))
         b["phase"][i] += 1
         b["pending"][i] = b["count"][i]
+        self.releases_done.setdefault((name, i), []).extend(self.releases_open.pop((name, i), []))
         self.phase_tx[(name, i)] = {"exp": 0, "issued": 0, "landed": 0, "spans": []}
 
     def wait(self, s, name, i, parity):
@@ -721,7 +739,8 @@ class Skeleton(BulkSteps):
                                   barrier=name, stage=i)
             mine = set((self.tids[active] // hopper.WARPGROUP).tolist())
             for w in self.retired_unpublished:
-                others = sorted(w["warpgroups"] - (mine & w["retired_by"]))
+                known = (mine & w["retired_by"]) | set().union(*(w.get("released_to", {}).get(m, set()) for m in mine))
+                others = sorted(w["warpgroups"] - known)
                 if others and any(base == s.dst.base and roff[off].any() for base, roff in w["reads"]):
                     self.fail("stage-reuse", s.span,
                               f"refills {s.dst.base} while warpgroup {others[0]} may still be reading it: its "

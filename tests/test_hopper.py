@@ -14,7 +14,7 @@ from hopper_util import bf16_inputs, gpu_gemm_error, ptxas_sm90a, rel_err
 
 from argus_verify import hopper, ir, smt
 from argus_verify.diagnostics import ArgusError
-from argus_verify.frontend import compile_file
+from argus_verify.frontend import compile_file, compile_source
 from argus_verify.layout import ComposedLayout, Layout, Swizzle, row_major
 from argus_verify.lowering.ptx import lower
 from argus_verify.replay import NOT_REPRODUCED, reproduce
@@ -201,3 +201,23 @@ def test_the_fast_variants_assemble_without_spills(name):
     spec, consts, _ = FAST[name]
     done = ptxas_sm90a(lower(compile_file(str(HOPPER / spec), consts or None)).ptx, "-v")
     assert "0 bytes spill stores, 0 bytes spill loads" in done.stderr, done.stderr
+
+
+def test_a_stage_released_through_an_mbarrier_by_every_warpgroup_may_be_refilled():
+    """Each consumer warpgroup arrives on `empty` after its wgmma_wait and the producing thread waits on
+    it before the refill: that orders every warpgroup's retirement before the refill, as a barrier()
+    would (it was a false alarm: the lockstep skeleton only counted barrier()). The twin where
+    warpgroup 0 alone releases (count 1, thread 0 arrives) still refills under warpgroup 1's reads."""
+    spec = HOPPER / "gemm_bf16_wgmma_store_empty.arg"
+    small = {"BN": 64, "SMS": 2, "GROUP": 2}
+    sizes = {"M": 150, "N": 136, "K": 200}  # 6 tiles on 2 blocks, 4 k tiles each: refills in every tile
+    text = spec.read_text()
+    one = text.replace("mbarrier_init(empty[s], WG)", "mbarrier_init(empty[s], 1)")
+    one = re.sub(r"thread_id % 128 == 0:(\n\s+mbarrier_arrive)", r"thread_id == 0:\1", one)
+    assert one.count("mbarrier_arrive") == text.count("mbarrier_arrive") and "% 128 == 0" not in one
+    for source, want in ((text, "proved"), (one, "violated")):
+        kern = compile_source(source, str(spec), small)
+        rep = smt.verify(kern, shapes=sizes, checks=("stage-reuse",))
+        (r,) = [r for r in rep.results if r.obligation == "stage-reuse"]
+        assert r.status == want, rep.render_text()
+    assert "warpgroup 1 may still be reading it" in r.message

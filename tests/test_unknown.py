@@ -30,6 +30,14 @@ kernel {name}(x: f32[N]) -> out: f32[N]:
 
 # case -> (body after HEAD, obligation, the reason's text). Line numbers count HEAD's 6 lines.
 SOURCES = {
+    # a correct kernel: the coverage encoding takes the t loop at its first iteration, where the guard
+    # is false (tests/test_guarded_loop_store.py: also its twin whose guard never holds)
+    "store_guarded_to_a_later_iteration": ("""\
+    for t in range(2):
+        v = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+        if t == 1:
+            store(out[base : base + 256], v, mask=True)
+""", "output-once", "only that loop's first iteration was checked for the element"),
     # a real bug (no wait before the read) that the verifier cannot decide
     "commit_under_if": ("""\
     sx = shared(f32[256])
@@ -165,6 +173,10 @@ kernel tma_multicast_not_encoded<BM=64, BN=64>(A: bf16[M, N]) -> C: bf16[M, N]:
     cluster_sync()
 """
 HOPPER_SOURCES = {
+    # the cluster GEMM at its defaults (2 warpgroups per CTA); tests/test_cluster.py has the mutant that
+    # releases from warpgroup 0 alone, which must not be proved either
+    "cluster_several_warpgroups_per_cta": (ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_cluster.arg", ("stage-reuse",),
+                                           "stage-reuse", "runs each CTA's warpgroups in lockstep"),
     "tma_multicast_not_encoded": (MULTICAST, ("uninitialised-read",), "uninitialised-read",
                                   "tma_load_multicast at line 16 writes the shared memory of other CTAs of the "
                                   "cluster: data multicast between CTAs is not encoded"),
