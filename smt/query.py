@@ -110,15 +110,24 @@ class Query:
                 )
             taints = [x for x in self.S.taints if not Z.is_false(x)]
             tainted = False
+            model = None
             if taints:
                 # prefer a counterexample that does not rest on a widened loop-carried value
+                model = s.model()
                 s.push()
                 s.add(Z.Not(Z.Or(*taints)))
-                if s.check() != z3.sat:
+                if s.check() == z3.sat:
+                    model = s.model()
+                else:
                     s.pop()
-                    s.check()
+                    # (a re-check that gives up under load keeps the model found before)
+                    if s.check() == z3.sat:
+                        model = s.model()
                     tainted = True
-            model = self.small_model(s) if minimize else s.model()
+            if model is None:
+                model = s.model()
+            if minimize:
+                model = self.small_model(s, model)
             if tainted:
                 return Outcome(
                     "unknown",
@@ -151,9 +160,9 @@ class Query:
             seconds=time.perf_counter() - t0,
         )
 
-    def small_model(self, s):
-        """Prefer witnesses with small sizes and block 0 (cheap to replay, easy to read)."""
-        model = s.model()
+    def small_model(self, s, model):
+        """Prefer witnesses with small sizes and block 0 (cheap to replay, easy to read). `model`
+        satisfies `s`; each narrower search that gives up keeps the last model found."""
         sizes = list(self.an.sizes.values())
         # (reads resolved through TMA writes make Hopper queries slower: a minimisation cut short
         # by machine load would change the witness)

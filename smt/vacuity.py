@@ -291,7 +291,9 @@ class _Launcher:
         return f"solver gave up after {self.timeout_s:g} s ({s.reason_unknown()})"
 
     def small_model(self, s):
-        """The model of `s`, with sizes within the smallest of SMALL_SIZES that admits one."""
+        """The model of `s` (whose last check was sat), with sizes within the smallest of SMALL_SIZES
+        that admits one. The first model is kept: a re-check may give up under load."""
+        first = s.model()
         for bound in SMALL_SIZES:
             s.push()
             s.add(*[x <= bound for x in self.sizes.values()])
@@ -300,8 +302,7 @@ class _Launcher:
                 s.pop()
                 return model
             s.pop()
-        s.check()
-        return s.model()
+        return s.model() if s.check() == z3.sat else first
 
     def witness(self, model) -> dict:
         def values(terms):

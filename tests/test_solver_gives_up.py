@@ -1,0 +1,57 @@
+"""A solver that gives up on a re-check (machine load, a wall-clock limit) must never turn into an
+internal error: the verifier keeps the model it already has.
+
+CI once saw "internal verifier error: Z3Exception: model is not available" on a loaded machine: the
+counterexample search re-checked a sat query to get a model back, and the re-check gave up. Here the
+give-up is forced: after the first check of each solver, every check answers unknown."""
+
+from __future__ import annotations
+
+import z3
+
+from argus_verify import smt
+from argus_verify.smt import query, vacuity
+
+from test_unknown import SOURCES, kernel
+
+
+class GivesUpAfterFirstCheck:
+    """A z3 solver whose checks after the first give up, as a loaded machine's may."""
+
+    def __init__(self, inner):
+        self.inner, self.checks = inner, 0
+
+    def check(self, *a):
+        self.checks += 1
+        if self.checks == 1:
+            return self.inner.check(*a)
+        return z3.unknown
+
+    def reason_unknown(self):
+        return "timeout (forced by the test)" if self.checks > 1 else self.inner.reason_unknown()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_counterexample_search_keeps_its_model_when_a_recheck_gives_up(monkeypatch):
+    real = query.Query.solver
+    monkeypatch.setattr(query.Query, "solver", lambda self, t=None: GivesUpAfterFirstCheck(real(self, t)))
+    name = "smem_loop_deeper_than_the_encoding"
+    body, obligation, reason = SOURCES[name]
+    rep = smt.verify(kernel(name, body), timeout_s=10.0, checks=(obligation,))
+    messages = [r.message for r in rep.results if r.obligation == obligation]
+    assert messages and all("internal verifier error" not in m for m in messages), rep.render_text()
+    # the widened loop-carried value is still the reason given
+    assert any(reason in m for m in messages), rep.render_text()
+
+
+def test_launch_witness_keeps_its_model_when_a_recheck_gives_up(monkeypatch):
+    real = vacuity._Launcher.solver
+    monkeypatch.setattr(vacuity._Launcher, "solver", lambda self: GivesUpAfterFirstCheck(real(self)))
+    name = "launch_division_under_thread_condition"
+    body, obligation, reason = SOURCES[name]
+    rep = smt.verify(kernel(name, body), timeout_s=10.0, checks=(obligation,))
+    messages = [r.message for r in rep.results if r.obligation == obligation]
+    assert messages and all("internal verifier error" not in m for m in messages), rep.render_text()
+    assert any(reason in m for m in messages), rep.render_text()
