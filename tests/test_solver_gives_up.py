@@ -8,11 +8,10 @@ give-up is forced: after the first check of each solver, every check answers unk
 from __future__ import annotations
 
 import z3
+from test_unknown import SOURCES, kernel
 
 from argus_verify import smt
 from argus_verify.smt import query, vacuity
-
-from test_unknown import SOURCES, kernel
 
 
 class GivesUpAfterFirstCheck:
