@@ -276,7 +276,8 @@ def affine_dimensions(acc):
         if iv.lin is None:
             return None, f"the start of dimension {d} of the store is not affine"
         atoms = {a: c for a, c in iv.lin[0].items() if a[0] in ("blk", "loop", "thr")}
-        if any(a[0] == "thr" for a in atoms):
+        # (a start whose affine form lost its thread term, `d * 0`, is still computed per thread)
+        if any(a[0] == "thr" for a in atoms) or not iv.uniform:
             return None, "the store's view depends on the thread"
         if len(atoms) > 1:
             return None, f"dimension {d} of the store mixes several block ids / loop variables"
