@@ -226,6 +226,7 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
     output-once          an element 'never written' is still NaN after the run
     tag-assertion,       every operand the witness names whose value is a copy of an input
     output-contract      element holds an element with the claimed tag
+    launch (division)    the run faults with a division by zero at the division's line
 
     race,                the result at the witness's sizes depends on the schedule the interpreter
     output-once (twice)  runs warps and threads in (shown, not pinned to the witness's two accesses)
@@ -314,6 +315,16 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
         if checked:
             return out(REPRODUCED, "; ".join(checked))
         return out(UNCHECKED, "no operand value is a copy of an input element")
+    if ob == "launch" and "division by zero" in getattr(result, "message", ""):
+        r = _Run(kernel, {**w, "params": w.get("params") or w.get("scalars") or {}}, path)
+        if not r.ok:
+            return out(UNCHECKED, "the interpreter cannot run these sizes")
+        if r.fault is None:
+            return out(NOT_REPRODUCED, "the interpreter ran the witness's sizes without a division by zero")
+        at = getattr(getattr(r.fault, "span", None), "line", None)
+        if at == line and "division by zero" in str(r.fault):
+            return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
+        return out(UNCHECKED, f"the interpreter faulted first at line {at}")
     if ob == "race" or (ob == "output-once" and "thread" not in w and "threads" in w):
         return _schedule_dependence(kernel, w, path, out)
     return out(UNCHECKED, f"{ob} witnesses are not replayed")

@@ -130,6 +130,7 @@ class ThreadGroup(ControlOps, MemoryOps, ClusterOps, HopperOps, ComputeOps, Warp
         self.first_thread = first_thread
         self.count = count
         self.tids = np.arange(first_thread, first_thread + count, dtype=np.int64)
+        self.live = np.ones((self.G, count), dtype=bool)  # the threads executing the current statement
 
     def run(self):
         return self.exec_body(self.launch.kernel.body, {}, np.ones((self.G, self.count), dtype=bool), {})

@@ -35,6 +35,7 @@ class ControlOps:
     # -- statements ------------------------------------------------------------------------
     def exec_body(self, body, env, active, loop):
         for s in body:
+            self.live = active  # the threads executing s: only their divisors must not be zero
             nested = self.visit(s, env, active, loop)
             if nested is not None:  # compound statements and synchronisation points
                 yield from nested
@@ -115,8 +116,12 @@ class ControlOps:
 
     def visit_IBin(self, e: ir.IBin, env):
         a, b = int_operand(self.ieval(e.a, env)), int_operand(self.ieval(e.b, env))
-        if semantics.INT_OPS[e.op].divides and np.any(np.asarray(b) == 0):
-            raise ArgusRuntimeError("integer division by zero", e.span)
+        if semantics.INT_OPS[e.op].divides:
+            zero = np.asarray(b) == 0
+            if zero.any():
+                if (zero & self.live).any():
+                    raise ArgusRuntimeError("integer division by zero", e.span)
+                b = np.where(zero, 1, b)  # threads that do not execute it (masked, or the other select arm)
         return semantics.int_eval(e.op, a, b)
 
     def visit_IUn(self, e: ir.IUn, env):
@@ -124,7 +129,15 @@ class ControlOps:
 
     def visit_ISelect(self, e: ir.ISelect, env):
         cond = np.asarray(self.ieval(e.cond, env)) != 0
-        return np.where(cond, self.ieval(e.a, env), self.ieval(e.b, env))
+        live = self.live
+        try:  # each arm is executed only where it is selected (a division there by zero elsewhere is fine)
+            self.live = live & cond
+            a = self.ieval(e.a, env)
+            self.live = live & ~cond
+            b = self.ieval(e.b, env)
+        finally:
+            self.live = live
+        return np.where(cond, a, b)
 
     def visit_ICall(self, e: ir.ICall, env):
         fn = self.launch.tagfns[e.fn]

@@ -10,10 +10,13 @@ or a size expression divides by zero are launches the proofs silently leave out.
   obligation is *vacuous*; when only the given shapes leave nothing, every result is vacuous.
 * grid: every extent is at least 1 for every admissible size; when it is at least 1 for none,
   every other obligation is vacuous too.
-* division by zero: every divisor that is a size expression (in the grid, the requires, integer
-  lets, loop bounds, conditions, view starts, where=) is non-zero for every admissible size at
-  which it is evaluated. A division under a condition that depends on the thread, a block id or a
-  loop variable may not run at all: a possible zero there is unknown, not a violation.
+* division by zero: every divisor (in the grid, the requires, integer lets, loop bounds,
+  conditions, view starts, where=, select arms) is non-zero for every admissible size, and in the
+  body for every block, thread and loop iteration at which it is evaluated: the thread and block
+  ids and the loop variables are variables over their ranges, and the `if` conditions and loop
+  ranges around the division constrain them. A division under a condition or loop range the check
+  cannot express (a let assigned in a loop or a branch) may not run at all: a possible zero there
+  is unknown, not a violation.
 
 Integer expressions are translated through the semantics table (`INT_OPS[op].z3(Z, a, b)`) over
 the analysis's size and scalar variables, so "admissible" here is what the obligations assume.
@@ -80,10 +83,14 @@ class Division:
     node: ir.IBin
     divisor: object  # its Z3 term
     path: tuple  # Z3 conditions under which it is evaluated
-    guard: Span | None  # a condition above it that is not a size expression (it may not run)
+    guard: Span | None  # a condition above it the check cannot express (it may not run)
     # where it is evaluated: "body" (by the blocks), "grid", or the index of its requires (the
     # preconditions are evaluated in order, each under the earlier ones)
     scope: str | int
+    # the execution point's variables in scope (thread, block ids, loop variables by name), for
+    # the witness of a divisor or path that mentions them
+    point: dict = attrs.field(factory=dict)
+    point_free: bool = True  # the divisor itself is a size expression
 
 
 def check_launch(kernel: ir.Kernel, shapes: dict, timeout_s: float) -> Launch:
@@ -195,7 +202,7 @@ class _Launcher:
             return Launch([self.contradiction(given, status)], vacuous=reason)
         if given.status == "unknown":
             return Launch([self.result("unknown", self.k.span, f"admissible sizes undecided: {given.reason}")])
-        divisions = _Divisions.find(self.k, self.terms, self.env)
+        divisions = _Divisions.find(self.k, self.terms, self.env, self.grid)
         # where the grid divides by zero its extents mean nothing: that division is reported instead
         grid, never = self.check_grid([Z.Ne(d.divisor, 0) for d in divisions if d.scope == "grid"])
         if never:
@@ -269,8 +276,21 @@ class _Launcher:
                 "unknown",
                 d.node.span,
                 f"the divisor {text} is 0 for {at}, where the division may not run: it is under the "
-                f"condition at line {d.guard.line}, which depends on the thread, a block id or a loop variable",
+                f"condition or loop at line {d.guard.line}, which depends on a value the check does not "
+                "follow (a let assigned in a loop or a branch)",
                 witness=w,
+            )
+        where = _point_at(d, model, w)
+        if where:
+            return self.result(
+                "violated",
+                d.node.span,
+                f"division by zero: the divisor {text} is 0 for {at}, {where}",
+                witness=w,
+                hint=f"add `requires {text} != 0` (or `>= 1`) if such sizes are not to be launched"
+                if d.point_free else f"guard the division (`if {text} != 0:`) or keep {text} non-zero at every "
+                "thread, block and iteration",
+                seconds=time.perf_counter() - t0,
             )
         return self.result(
             "violated",
@@ -319,9 +339,42 @@ class _Launcher:
         return ObligationResult("launch", status, span, message, seconds=seconds, **fields)
 
 
+def _point_at(d: Division, model, w: dict) -> str:
+    """The block, thread and iterations of a division whose divisor or path depends on them, added
+    to the witness `w`; "" for a division of sizes alone (its witness is the sizes)."""
+    if not d.point:
+        return ""
+    val = {n: model.eval(x, model_completion=True).as_long() for n, x in d.point.items()}
+    w["block"] = [val["block_id.x"], val["block_id.y"], val["block_id.z"]]
+    w["thread"] = val["thread_id"]
+    w["loop"] = {n: v for n, v in val.items() if n not in _POINT_SPECIALS}
+    parts = [f"block {tuple(w['block'])}, thread {w['thread']}"]
+    if w["loop"]:
+        parts.append(", ".join(f"{n} = {v}" for n, v in w["loop"].items()))
+    return " at ".join(parts)
+
+
+_POINT_SPECIALS = ("thread_id", "block_id.x", "block_id.y", "block_id.z")
+
+
+def _constants(term) -> set:
+    """Names of the uninterpreted constants of a Z3 term."""
+    seen, out, todo = set(), set(), [term]
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            out.add(e.decl().name())
+        todo.extend(e.children())
+    return out
+
+
 class _SizeTerms(Visitor, families=("int_exprs",)):
-    """The Z3 term of an integer expression of sizes, scalars and constants, or None for one that
-    depends on anything else (the thread, a block id, a loop variable, a tag)."""
+    """The Z3 term of an integer expression of sizes, scalars, constants and the execution point's
+    variables in `env` (in the body: the thread and block ids, the loop variables), or None for one
+    that depends on anything else (a let the check does not follow, a tag)."""
 
     def __init__(self, kernel):
         self.tagfns = {f.name: f for f in kernel.tagfns}
@@ -336,7 +389,10 @@ class _SizeTerms(Visitor, families=("int_exprs",)):
         return env.get(e.name)
 
     def visit_ISpecial(self, e, env):
-        return env.get(e.which)  # num_blocks.*; the thread and block ids are not size expressions
+        if e.which in ("warp_id", "lane_id") and "thread_id" in env:
+            t = env["thread_id"]
+            return Z.floordiv(t, Z.bv(32)) if e.which == "warp_id" else Z.mod(t, Z.bv(32))
+        return env.get(e.which)  # num_blocks.*; in the body also the thread and block ids
 
     def visit_IBin(self, e, env):
         a, b = self.visit(e.a, env), self.visit(e.b, env)
@@ -372,23 +428,40 @@ class _Divisions(Visitor, families=("statements",)):
     def __init__(self, terms):
         self.terms = terms
         self.found: list = []
+        self.point: dict = {}  # the execution point's variables in scope (see Division.point)
+        self.ranges: set = set()  # ids of the path's range constraints of those variables
+        self.loops = 0
 
     @classmethod
-    def find(cls, kernel, terms, env) -> list:
+    def find(cls, kernel, terms, env, grid) -> list:
         walker = cls(terms)
         for e in kernel.grid:
             walker.scan(e, env, (), None, "grid")
         for i, e in enumerate(kernel.requires):
             walker.scan(e, env, (), None, i)
-        walker.body(kernel.body, dict(env), (), None)
+        # the body runs in every block and thread: their ids are variables over the launch's ranges
+        t = Z.var("point.thread")
+        walker.point = {"thread_id": t}
+        ranges = [Z.Le(Z.bv(0), t), Z.Lt(t, Z.bv(kernel.block))]
+        for axis, extent in zip("xyz", grid, strict=True):
+            b = Z.var(f"point.block.{axis}")
+            walker.point[f"block_id.{axis}"] = b
+            ranges += [Z.Le(Z.bv(0), b), Z.Lt(b, extent) if extent is not None else Z.Eq(b, Z.bv(0))]
+        walker.ranges = {c.get_id() for c in ranges}
+        walker.body(kernel.body, {**env, **walker.point}, tuple(ranges), None)
         return walker.found
 
     def scan(self, e, env, path, guard, scope="body"):
-        for sub in ir.walk_iexpr(e):
-            if isinstance(sub, ir.IBin) and semantics.INT_OPS[sub.op].divides:
-                divisor = self.terms.term(sub.b, env)
-                if divisor is not None and Z.const_value(divisor) in (None, 0):  # constants != 0 are fine
-                    self.found.append(Division(sub, divisor, path, guard, scope))
+        for sub, live, hidden in _divisions_of(e, env, self.terms, ()):
+            divisor = self.terms.term(sub.b, env)
+            if divisor is not None and Z.const_value(divisor) in (None, 0):  # constants != 0 are fine
+                # the witness names the point when the divisor or a condition (not a range) depends on it
+                conds = [c for c in path + live if c.get_id() not in self.ranges]
+                free = not any(n.startswith("point.") for n in _constants(divisor))
+                named = scope == "body" and (not free or any(n.startswith("point.") for c in conds
+                                                             for n in _constants(c)))
+                point = dict(self.point) if named else {}
+                self.found.append(Division(sub, divisor, path + live, guard or hidden, scope, point, free))
 
     def body(self, stmts, env, path, guard):
         for s in stmts:
@@ -418,11 +491,24 @@ class _Divisions(Visitor, families=("statements",)):
         self.scan(s.stop, env, path, guard)
         _forget_assigned(env, s.body)  # their values differ from one iteration to the next
         lo, hi = self.terms.term(s.start, env), self.terms.term(s.stop, env)
+        inner = dict(env)
+        inner.pop(s.var, None)
         if lo is None or hi is None:
-            self.body(s.body, dict(env), path, guard or s.span)
-        else:
-            runs = Z.Lt(lo, hi) if s.step > 0 else Z.Lt(hi, lo)
-            self.body(s.body, dict(env), path + (runs,), guard)
+            self.body(s.body, inner, path, guard or s.span)
+            return
+        # the loop variable over the iterations: lo + step * m below hi (above it for a negative step)
+        self.loops += 1
+        m = Z.var(f"point.loop{self.loops}.{s.var}.m")
+        v = Z.add(lo, Z.mul(m, Z.bv(s.step)))
+        runs = (Z.Le(Z.bv(0), m), Z.Lt(v, hi) if s.step > 0 else Z.Lt(hi, v))
+        inner[s.var] = v
+        self.ranges |= {c.get_id() for c in runs}
+        saved = self.point
+        self.point = {**saved, s.var: v}
+        try:
+            self.body(s.body, inner, path + runs, guard)
+        finally:
+            self.point = saved
 
     def visit_expressions(self, s, env, path, guard):
         for e in _expressions(s):
@@ -438,6 +524,32 @@ class _Divisions(Visitor, families=("statements",)):
     visit_SharedAlloc = visit_Commit = visit_Wait = visit_Barrier = visit_nothing
     visit_Fence = visit_WgmmaGroup = visit_BulkGroup = visit_SetMaxNReg = visit_nothing
     visit_ClusterSync = visit_nothing
+
+
+def _divisions_of(e, env, terms, live):
+    """(division, the select conditions under which it is evaluated, the span of a select whose
+    condition the check cannot express, or None) for every division in `e`: an arm of a select
+    is evaluated only where it is selected."""
+    if isinstance(e, ir.IBin):
+        if semantics.INT_OPS[e.op].divides:
+            yield e, live[0] if live else (), live[1] if live else None
+        yield from _divisions_of(e.a, env, terms, live)
+        yield from _divisions_of(e.b, env, terms, live)
+    elif isinstance(e, ir.IUn):
+        yield from _divisions_of(e.a, env, terms, live)
+    elif isinstance(e, ir.ISelect):
+        yield from _divisions_of(e.cond, env, terms, live)
+        conds, hidden = live if live else ((), None)
+        c = terms.term(e.cond, env)
+        if c is None:
+            yield from _divisions_of(e.a, env, terms, (conds, hidden or e.span))
+            yield from _divisions_of(e.b, env, terms, (conds, hidden or e.span))
+        else:
+            yield from _divisions_of(e.a, env, terms, (conds + (Z.i2b(c),), hidden))
+            yield from _divisions_of(e.b, env, terms, (conds + (Z.Not(Z.i2b(c)),), hidden))
+    elif isinstance(e, ir.ICall):
+        for a in e.args:
+            yield from _divisions_of(a, env, terms, live)
 
 
 def _forget_assigned(env, stmts) -> None:

@@ -48,7 +48,7 @@ def test_counterexample_search_keeps_its_model_when_a_recheck_gives_up(monkeypat
 def test_launch_witness_keeps_its_model_when_a_recheck_gives_up(monkeypatch):
     real = vacuity._Launcher.solver
     monkeypatch.setattr(vacuity._Launcher, "solver", lambda self: GivesUpAfterFirstCheck(real(self)))
-    name = "launch_division_under_thread_condition"
+    name = "launch_division_under_unfollowed_condition"
     body, obligation, reason = SOURCES[name]
     rep = smt.verify(kernel(name, body), timeout_s=10.0, checks=(obligation,))
     messages = [r.message for r in rep.results if r.obligation == obligation]

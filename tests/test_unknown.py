@@ -115,12 +115,16 @@ SOURCES = {
     w = load(sx[0 : 256], tv=(256, 1):(1, 1))
     store(out[base : base + 256], w, mask=True)
 """, "output-contract", "data flows through shared memory around a loop more deeply than the encoding follows"),
-    "launch_division_under_thread_condition": ("""\
+    # (a condition on the thread is followed: tests/test_division_by_zero.py)
+    "launch_division_under_unfollowed_condition": ("""\
     xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    j = 0
     if thread_id < 128:
+        j = 1
+    if j == 1:
         q = thread_id // (N - 3)
     store(out[base : base + 256], xs, mask=True)
-""", "launch", "where the division may not run: it is under the condition at line 8"),
+""", "launch", "where the division may not run: it is under the condition or loop at line 11"),
 }
 
 # Hopper sources: a 64 x 64 bf16 tile per block in shared memory, moved by TMA. case -> (kernel,
