@@ -309,6 +309,8 @@ def persistent_once(an, decl, stores) -> list | None:
     if any(thr for _kind, _rest, thr, _ext, _iv in wr.dims):
         return None
     tile = tuple(it.extent for it in lemma.store.dst.index)
+    if len(tile) != 2:  # the lemma's tile grid is two-dimensional (a 1-D grid-stride loop: the encoding decides)
+        return None
     if len(wr.points) != tile[0] * tile[1] or tuple(wr.lo) != (0, 0) or tuple(wr.hi) != tile:
         return None
     span = span_of(acc.node)

@@ -371,10 +371,43 @@ class SkolemWriter:
             if a[0] == "blk":
                 rest = self.lin_eval(self.acc.view.items[d][1].lin, a)
                 blocks[a[1]] = Z.floordiv(Z.sub(x[d], rest), bv(c))
+        for axis, b in self.strided_blocks(x).items():
+            blocks[axis] = b
         ctx = V.Ctx(blocks, TRUE)
         for g, b in zip(self.an.grid, blocks, strict=True):
             ok += [Z.Le(bv(0), b), Z.Lt(b, g.fn(S, None, None, None))]
         return ctx
+
+    def strided_blocks(self, x) -> dict:
+        """A grid-stride loop, `for t in range(block_id.a + k, stop, step)` storing a view that moves
+        with t but not with block_id.a: the block whose loop visits the t of element x is the one
+        with block_id.a == (t - k) mod step. (Taking that block as 0, the default, misses the other
+        blocks' tiles: a false "never written".) {axis: that block id}."""
+        out = {}
+        for L in self.acc.node.loops:
+            a = ("loop", L.var)
+            lin = L.start.lin
+            if a not in self.used or lin is None:
+                continue
+            blk = [b for b in lin[0] if b[0] == "blk"]
+            if len(blk) != 1 or lin[0][blk[0]] != 1 or blk[0] in self.used or blk[0][1] in out:
+                continue
+            d, c = self.used[a]
+            rest = self.view_rest(d, a)
+            k = self.lin_eval(lin, blk[0])
+            if rest is None or k is None:
+                continue
+            t = Z.floordiv(Z.sub(Z.sub(x[d], rest), bv(self.view_lo(d))), bv(c))
+            out[blk[0][1]] = Z.mod(Z.sub(t, k), bv(L.step))
+        return out
+
+    def view_rest(self, d, skip):
+        """The start of the view's dimension d without the atom `skip` (sizes and constants only)."""
+        return self.lin_eval(self.acc.view.items[d][1].lin, skip)
+
+    def view_lo(self, d) -> int:
+        """The least tile coordinate written in dimension d."""
+        return 0
 
     def instance(self, S, x, ctx, ok):
         """The iteration of every enclosing loop that could write x (None beyond the encoding)."""
@@ -428,18 +461,23 @@ class ThreadSkolemWriter(SkolemWriter):
             if c * step < int(wr.hi[d] - wr.lo[d]):
                 self.exact = False
 
-    def rest(self, d, skip):
+    def view_rest(self, d, skip):
         return self.lin_eval(self.wr.dims[d][1], skip)
+
+    def view_lo(self, d) -> int:
+        return int(self.wr.lo[d])
 
     def __call__(self, S, x):
         ok = []
         blocks = [bv(0), bv(0), bv(0)]
         for a, (d, c) in self.used.items():
             if a[0] == "blk":
-                rest = self.rest(d, a)
+                rest = self.view_rest(d, a)
                 if rest is None:
                     return None
-                blocks[a[1]] = Z.floordiv(Z.sub(Z.sub(x[d], rest), bv(int(self.wr.lo[d]))), bv(c))
+                blocks[a[1]] = Z.floordiv(Z.sub(Z.sub(x[d], rest), bv(self.view_lo(d))), bv(c))
+        for axis, b in self.strided_blocks(x).items():
+            blocks[axis] = b
         ctx = V.Ctx(blocks, TRUE)
         for g, b in zip(self.an.grid, blocks, strict=True):
             ok += [Z.Le(bv(0), b), Z.Lt(b, g.fn(S, None, None, None))]
@@ -449,7 +487,7 @@ class ThreadSkolemWriter(SkolemWriter):
             a = ("loop", L.var)
             if a in self.used:
                 d, c = self.used[a]
-                rest = self.rest(d, a)
+                rest = self.view_rest(d, a)
                 if rest is None:
                     return None
                 off = Z.sub(Z.sub(Z.sub(x[d], rest), Z.mul(start, bv(c))), bv(int(self.wr.lo[d])))
