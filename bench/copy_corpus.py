@@ -8,7 +8,9 @@ The specs exercise a few index patterns each; the verifier is measured on kernel
 These vary what decides which element a thread touches: the thread-value layout (contiguous or
 strided values), whole-tile or per-thread views, the ragged tail's guard (a mask, an `if` on the
 thread, a `where=`), a grid of tiles or a grid-stride loop over them, and a round trip through
-shared memory with the warps permuted. Every kernel is generated correct: `--check` verifies each
+shared memory with the warps permuted; and 2-D tiles on a 2-D grid or a persistent grid walking the tiles in
+row- or column-major order; and per-thread copies through a permutation of the threads (the writer of an
+element is unique only because the index map is a bijection). Every kernel is generated correct: `--check` verifies each
 one and runs it in the interpreter on ragged sizes, and drops (and reports) any that is not both
 proved and right, so that a false alarm of the verifier shows up here too.
 """
@@ -90,6 +92,94 @@ def kernel_text(name: str, block: int, vals: int, layout: str, view: str, guard:
     return "\n".join(head + [""] + ["    " + b for b in body]) + "\n"
 
 
+REFERENCE_2D = '''"""Reference of a generated 2-D copy kernel (bench/copy_corpus.py)."""
+
+SHAPES = {"M": 200, "N": 136}
+
+
+def reference(x):
+    return {"out": x.copy()}
+'''
+
+
+def kernel_text_2d(name: str, bm: int, bn: int, block: int, order: str, schedule: str, staging: str,
+                   grid: int) -> str:
+    """A 2-D copy of BM x BN tiles: a 2-D grid, or a persistent 1-D grid walking the tiles in row-
+    or column-major order (the tile -> (m0, n0) map the schedule lemma must invert)."""
+    vals = bm * bn // block
+    head = [f"kernel {name}(x: f32[M, N]) -> out: f32[M, N]:"]
+    if schedule == "grid2d":
+        head.append(f"    grid(cdiv(N, {bn}), cdiv(M, {bm}))")
+    else:
+        head.append(f"    grid({grid})")
+    head += [f"    block({block})", "    tag x[i, j] = (i, j)", "    tag out[i, j] = (i, j) once",
+             "    contract out[i, j] = x[i, j]", ""]
+    body = []
+    if staging == "shared":
+        body.append(f"s = shared(f32[{bm}, {bn}])")
+    ind = ""
+    if schedule == "grid2d":
+        body += [f"m0 = block_id.y * {bm}", f"n0 = block_id.x * {bn}"]
+    else:
+        body += [f"TM = cdiv(M, {bm})", f"TN = cdiv(N, {bn})",
+                 f"for tile in range(block_id.x, TM * TN, {grid}):"]
+        ind = "    "
+        if order == "rows":
+            body += [f"{ind}m0 = (tile // TN) * {bm}", f"{ind}n0 = (tile % TN) * {bn}"]
+        else:
+            body += [f"{ind}m0 = (tile % TM) * {bm}", f"{ind}n0 = (tile // TM) * {bn}"]
+    tv = f"({block}, {vals}):(1, {block})"
+    body.append(f"{ind}a = load(x[m0 : m0 + {bm}, n0 : n0 + {bn}], tv={tv}, mask=True)")
+    if staging == "shared":
+        tv2 = f"({block}, {vals}):({vals}, 1)"  # the other threads read what was stored
+        body += [f"{ind}store(s, a)", f"{ind}barrier()", f"{ind}b = load(s, tv={tv2})", f"{ind}barrier()"]
+    value = "b" if staging == "shared" else "a"
+    body.append(f"{ind}store(out[m0 : m0 + {bm}, n0 : n0 + {bn}], {value}, mask=True)")
+    return "\n".join(head + ["    " + b for b in body]) + "\n"
+
+
+def configurations_2d():
+    for (bm, bn), block, order, schedule, staging in itertools.product(
+            ((32, 32), (16, 64), (64, 16)), (128, 256), ("rows", "columns"), ("grid2d", "persistent"),
+            ("direct", "shared")):
+        if schedule == "grid2d" and order == "columns":
+            continue
+        yield dict(bm=bm, bn=bn, block=block, order=order, schedule=schedule, staging=staging)
+
+
+# permutations of the block's threads (B a power of two): element base + p(thread_id) is the thread's
+PERMUTATIONS = (
+    "(thread_id * 5) % {B}",
+    "(thread_id * 3 + 7) % {B}",
+    "{B} - 1 - thread_id",
+    "(thread_id % 32) * ({B} // 32) + thread_id // 32",
+    "thread_id ^ 5",
+    "thread_id ^ (thread_id // 32)",
+    "(lane_id ^ warp_id) + 32 * warp_id",
+)
+
+
+def kernel_text_perm(name: str, block: int, perm: str, guard: str) -> str:
+    """Each thread copies the element its permutation names: output-once and the contract hold only
+    because p is a bijection of [0, B) (the per-thread writer tabulation must see it)."""
+    p = perm.format(B=block)
+    store = "    store(out[base + p : base + p + 1], xs)"
+    lines = [f"kernel {name}(x: f32[N]) -> out: f32[N]:", f"    grid(cdiv(N, {block}))", f"    block({block})",
+             "    tag x[i] = (i,)", "    tag out[i] = (i,) once", "    contract out[i] = x[i]", "",
+             f"    base = block_id.x * {block}", f"    p = {p}",
+             f"    xs = load(x[base + p : base + p + 1], tv=({block}, 1):(0, 0), mask=True)"]
+    if guard == "if":
+        lines += ["    if base + p < N:", "    " + store]
+    else:
+        lines.append("    store(out[base + p : base + p + 1], xs, where=base + p < N)")
+    return "\n".join(lines) + "\n"
+
+
+def configurations_perm():
+    for block, perm, guard in itertools.product((64, 128, 256), PERMUTATIONS, ("if", "where")):
+        yield dict(block=block, perm=perm, guard=guard)
+
+
 def configurations():
     for block, vals, layout, view, guard, schedule, staging in itertools.product(
             (64, 128, 256), (1, 2, 4), ("contiguous", "strided"), ("tile", "thread"), ("mask", "if", "where"),
@@ -117,11 +207,14 @@ def check(path: Path) -> str:
     if rep.exit_code != 0:
         return "not proved: " + "; ".join(f"{r.obligation}: {r.message}" for r in rep.results
                                           if r.status != "proved")[:400]
-    for n in (1, 31, 257, 1000, 2053):
-        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
-        out = run(kernel, {"x": x}, {"N": n})["out"]
+    shapes = [{"N": n} for n in (1, 31, 257, 1000, 2053)] if len(kernel.sizes) == 1 else \
+        [{"M": m, "N": n} for m, n in ((1, 1), (33, 70), (200, 136), (64, 64))]
+    for sizes in shapes:
+        shape = tuple(sizes.values())
+        x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+        out = run(kernel, {"x": x}, sizes)["out"]
         if not np.array_equal(out, x):
-            return f"wrong at N = {n}"
+            return f"wrong at {sizes}"
     return ""
 
 
@@ -136,19 +229,37 @@ def main(argv=None) -> int:
     configs = list(configurations())
     rng.shuffle(configs)
     args.out.mkdir(parents=True, exist_ok=True)
+    configs2 = list(configurations_2d())
+    rng.shuffle(configs2)
+    configs3 = list(configurations_perm())
+    rng.shuffle(configs3)
+    # the families in proportion to their sizes
+    total = len(configs) + len(configs2) + len(configs3)
+    n2 = round(args.count * len(configs2) / total)
+    n3 = round(args.count * len(configs3) / total)
+    chosen = [(c, "1d") for c in configs[: args.count - n2 - n3]] + [(c, "2d") for c in configs2[:n2]] + \
+        [(c, "perm") for c in configs3[:n3]]
     dropped = 0
-    for i, c in enumerate(configs[: args.count]):
-        name = f"copy_{i:03d}_{c['view']}_{c['guard']}_{c['schedule']}_{c['staging']}"
+    for i, (c, family) in enumerate(chosen):
+        if family == "perm":
+            name = f"copyperm_{i:03d}_{c['guard']}"
+            text, ref = kernel_text_perm(name, **c), REFERENCE
+        elif family == "2d":
+            name = f"copy2d_{i:03d}_{c['schedule']}_{c['order']}_{c['staging']}"
+            text, ref = kernel_text_2d(name, grid=rng.choice((3, 5, 8)), **c), REFERENCE_2D
+        else:
+            name = f"copy_{i:03d}_{c['view']}_{c['guard']}_{c['schedule']}_{c['staging']}"
+            text, ref = kernel_text(name, grid=rng.choice((3, 4, 7)), **c), REFERENCE
         path = args.out / f"{name}.arg"
-        path.write_text(kernel_text(name, grid=rng.choice((3, 4, 7)), **c))
-        (args.out / f"{name}.ref.py").write_text(REFERENCE)
+        path.write_text(text)
+        (args.out / f"{name}.ref.py").write_text(ref)
         why = check(path) if args.check else ""
         if why:
             dropped += 1
             print(f"{path.name}: dropped, {why}", file=sys.stderr)
             path.unlink()
             (args.out / f"{name}.ref.py").unlink()
-    print(f"{min(args.count, len(configs)) - dropped} kernels in {args.out} ({dropped} dropped)")
+    print(f"{len(chosen) - dropped} kernels in {args.out} ({dropped} dropped)")
     return 0
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from argus_verify.smt import program as P
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
+from argus_verify.smt.ints import const_of
 from argus_verify.smt.obligations.common import elem_str, result_from, span_of, store_elem
 from argus_verify.smt.query import solve
 from argus_verify.smt.records import boxes_of
@@ -373,10 +374,40 @@ class SkolemWriter:
                 blocks[a[1]] = Z.floordiv(Z.sub(x[d], rest), bv(c))
         for axis, b in self.strided_blocks(x).items():
             blocks[axis] = b
+        self.gated_blocks(S, blocks)
         ctx = V.Ctx(blocks, TRUE)
         for g, b in zip(self.an.grid, blocks, strict=True):
             ok += [Z.Le(bv(0), b), Z.Lt(b, g.fn(S, None, None, None))]
         return ctx
+
+    GATED_EXTENT = 32  # the most blocks along an axis `gated_blocks` chooses among
+
+    def gated_blocks(self, S, blocks) -> None:
+        """A block axis the view does not move with, on a grid of a few blocks along it, under
+        conditions that select among them (`if block_id.y == 1:`): the candidate is the least block
+        along that axis whose conditions hold, not block 0 (a false "never written" otherwise)."""
+        fixed = {a[1] for a in self.used if a[0] == "blk"}
+        conds = [(c, pos) for c, pos in self.acc.node.conds if c.uniform and not c.loopdeps]
+        if self.acc.where is not None and self.acc.where.uniform and not self.acc.where.loopdeps:
+            conds.append((self.acc.where, True))
+        if not conds:
+            return
+        for axis, g in enumerate(self.an.grid):
+            ext = const_of(g)
+            if axis in fixed or ext is None or not 1 < ext <= self.GATED_EXTENT or Z.const_value(blocks[axis]) != 0:
+                continue
+
+            def holds(y, axis=axis):
+                trial = list(blocks)
+                trial[axis] = bv(y)
+                ctx = V.Ctx(trial, TRUE)
+                return Z.And(*[Z.i2b(c.fn(S, ctx, None, None)) if pos else Z.Not(Z.i2b(c.fn(S, ctx, None, None)))
+                               for c, pos in conds])
+
+            choice = bv(ext - 1)
+            for y in range(ext - 2, -1, -1):
+                choice = Z.Ite(holds(y), bv(y), choice)
+            blocks[axis] = choice
 
     def strided_blocks(self, x) -> dict:
         """A grid-stride loop, `for t in range(block_id.a + k, stop, step)` storing a view that moves
@@ -478,6 +509,7 @@ class ThreadSkolemWriter(SkolemWriter):
                 blocks[a[1]] = Z.floordiv(Z.sub(Z.sub(x[d], rest), bv(self.view_lo(d))), bv(c))
         for axis, b in self.strided_blocks(x).items():
             blocks[axis] = b
+        self.gated_blocks(S, blocks)
         ctx = V.Ctx(blocks, TRUE)
         for g, b in zip(self.an.grid, blocks, strict=True):
             ok += [Z.Le(bv(0), b), Z.Lt(b, g.fn(S, None, None, None))]
