@@ -280,13 +280,27 @@ def affine_dimensions(acc):
         # (a start whose affine form lost its thread term, `d * 0`, is still computed per thread)
         if any(a[0] == "thr" for a in atoms) or not iv.uniform:
             return None, "the store's view depends on the thread"
-        if len(atoms) > 1:
+        if len(atoms) > 1 and not _nested(acc, atoms):
             return None, f"dimension {d} of the store mixes several block ids / loop variables"
         for a, c in atoms.items():
             if a in used or c <= 0:
                 return None, "a block id or loop variable is used in several dimensions (or negatively)"
             used[a] = (d, c)
     return used, ""
+
+
+def _nested(acc, atoms: dict) -> bool:
+    """A dimension's start moved by several atoms as a sub-tiling (`m0 + 16 * i` with
+    `m0 = block_id.y * 32`): at most one block id, then loop variables outermost first, with
+    strictly decreasing coefficients (the candidate writer takes them in that order)."""
+    order = [a for a in atoms if a[0] == "blk"]
+    if len(order) > 1:
+        return False
+    order += [("loop", L.var) for L in acc.node.loops if ("loop", L.var) in atoms]
+    if len(order) != len(atoms):
+        return False
+    coefs = [atoms[a] for a in order]
+    return all(c > 0 for c in coefs) and all(a > b for a, b in zip(coefs, coefs[1:], strict=False))
 
 
 def written_boxes(an, acc):
@@ -327,6 +341,21 @@ class SkolemWriter:
             step = loops[a[1]].step if a[0] == "loop" else 1
             if c * step < acc.view.items[d][2]:
                 self.exact = False
+        # sub-tiles: the candidate is the only writer when each step spans all the smaller ones
+        # (constant trip counts), e.g. 32 >= 16 * 2 for `block_id.y * 32 + 16 * i`, i < 2
+        for d in {d for d, _c in used.values()}:
+            atoms = sorted(((c, a) for a, (e, c) in used.items() if e == d), reverse=True)
+            for (big, a), (small, b) in zip(atoms, atoms[1:], strict=False):
+                Lb = loops[b[1]]
+                lo, hi = const_of(Lb.start), const_of(Lb.stop)
+                span = big * (loops[a[1]].step if a[0] == "loop" else 1)
+                if lo is None or hi is None or small * Lb.step * max(0, -(-(hi - lo) // Lb.step)) > span:
+                    self.exact = False
+
+    def same_dim(self, a) -> list:
+        """The other atoms moving the dimension atom `a` moves."""
+        d = self.used[a][0]
+        return [b for b, (e, _c) in self.used.items() if e == d and b != a]
 
     @property
     def first_iteration_only(self) -> bool:
@@ -334,15 +363,19 @@ class SkolemWriter:
         (`instance`): a store guarded to a later one (`if t == 1:`) is not seen there."""
         return any(("loop", L.var) not in self.used for L in self.acc.node.loops)
 
-    def lin_eval(self, lin, skip):
+    def lin_eval(self, lin, skip, known=None, drop=()):
+        """The affine form without atom `skip`: sizes and scalars as terms, the atoms in `known` by
+        their terms, those in `drop` left out (the smaller sub-tile steps); None for any other."""
         total = bv(lin[1])
         for a, c in lin[0].items():
-            if a == skip:
+            if a == skip or a in drop:
                 continue
             if a[0] == "size":
                 total = Z.add(total, Z.mul(self.an.sizes[a[1]], bv(c)))
             elif a[0] == "param":
                 total = Z.add(total, Z.mul(self.an.params[a[1]], bv(c)))
+            elif known is not None and a in known:
+                total = Z.add(total, Z.mul(known[a], bv(c)))
             else:
                 return None
         return total
@@ -370,7 +403,8 @@ class SkolemWriter:
         blocks = [bv(0), bv(0), bv(0)]
         for a, (d, c) in self.used.items():
             if a[0] == "blk":
-                rest = self.lin_eval(self.acc.view.items[d][1].lin, a)
+                # (the loop steps of a sub-tiled dimension are smaller than the block's: dropped by the floor)
+                rest = self.lin_eval(self.acc.view.items[d][1].lin, a, drop=self.same_dim(a))
                 blocks[a[1]] = Z.floordiv(Z.sub(x[d], rest), bv(c))
         for axis, b in self.strided_blocks(x).items():
             blocks[axis] = b
@@ -448,7 +482,11 @@ class SkolemWriter:
             a = ("loop", L.var)
             if a in self.used:
                 d, c = self.used[a]
-                rest = self.lin_eval(self.acc.view.items[d][1].lin, a)
+                # a sub-tiled dimension: the block and the outer loops are known, the inner steps dropped
+                known = {b: ctx.block[b[1]] if b[0] == "blk" else inst.vals[b[1]]
+                         for b in self.same_dim(a) if b[0] == "blk" or b[1] in inst.vals}
+                drop = [b for b in self.same_dim(a) if b not in known]
+                rest = self.lin_eval(self.acc.view.items[d][1].lin, a, known, drop)
                 if rest is None:
                     return None
                 m = Z.floordiv(Z.sub(Z.sub(x[d], rest), Z.mul(start, bv(c))), bv(c * L.step))
