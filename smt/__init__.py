@@ -290,15 +290,13 @@ def _obligations(kernel, timeout_s, shapes, want, jobs) -> tuple[list, list]:
                 )
             ]
         except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
-            return [
-                ObligationResult(
-                    name,
-                    "unknown",
-                    kernel.span,
-                    f"internal verifier error: {type(e).__name__}: {e}",
-                    detail={"reason": traceback.format_exc()},
-                )
-            ]
+            message = f"internal verifier error: {type(e).__name__}: {e}"
+            if isinstance(e, RecursionError) or "RecursionError" in str(e):
+                # (a value carried through nested loops whose encoding refers to the previous iteration
+                # without end: a limit of the encoding, not a crash of the kernel's check)
+                message = ("beyond the verifier's encoding: a value carried through nested loops refers to its "
+                           "earlier iterations too deeply (hoisted out of an outer loop?)")
+            return [ObligationResult(name, "unknown", kernel.span, message, detail={"reason": traceback.format_exc()})]
 
     parts = _parallel(run_step, todo, jobs) if jobs > 1 and len(todo) > 1 and _worth_forking(kernel) else None
     if parts is None:

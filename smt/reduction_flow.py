@@ -164,6 +164,12 @@ class ReductionFlow:
                 continue
             op, init = st.op, before[st.name]
             term = None
+            accumulates = (isinstance(op, ir.Elementwise) and len(op.args) == 2 and op.args.count(st.name) == 1) or \
+                (isinstance(op, (ir.Mma, ir.Wgmma)) and op.c == st.name)
+            if not accumulates:
+                # an ordinary assignment of a name defined before the loop (in an outer loop's second
+                # pass, every name of the body is): its joined value stands
+                continue
             if isinstance(op, ir.Elementwise) and len(op.args) == 2 and op.args.count(st.name) == 1:
                 other = op.args[1] if op.args[0] == st.name else op.args[0]
                 entry = semantics.FLOAT_BINARY.get(op.op)

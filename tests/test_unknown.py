@@ -115,6 +115,16 @@ SOURCES = {
     w = load(sx[0 : 256], tv=(256, 1):(1, 1))
     store(out[base : base + 256], w, mask=True)
 """, "output-contract", "data flows through shared memory around a loop more deeply than the encoding follows"),
+    # an accumulator defined before an outer loop and carried through an inner one (its tags refer to
+    # the previous iteration of both, without end: Python's recursion limit ends the encoding)
+    "value_carried_through_nested_loops": ("""\
+    acc = zeros(f32[256], tv=(256, 1):(1, 0))
+    for t in range(2):
+        for u in range(N):
+            xs = load(x[base : base + 256], tv=(256, 1):(1, 0), mask=True)
+            acc = acc + xs
+        store(out[base : base + 256], acc, mask=True)
+""", "output-contract", "a value carried through nested loops refers to its earlier iterations too deeply"),
     # (a condition on the thread is followed: tests/test_division_by_zero.py)
     "launch_division_under_unfollowed_condition": ("""\
     xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
