@@ -10,7 +10,9 @@ strided values), whole-tile or per-thread views, the ragged tail's guard (a mask
 thread, a `where=`), a grid of tiles or a grid-stride loop over them, and a round trip through
 shared memory with the warps permuted; and 2-D tiles on a 2-D grid or a persistent grid walking the tiles in
 row- or column-major order; and per-thread copies through a permutation of the threads (the writer of an
-element is unique only because the index map is a bijection). Every kernel is generated correct: `--check` verifies each
+element is unique only because the index map is a bijection); and row sums (a chunk loop, the warp's
+shuffle reduction, partials through shared memory; one block per row or a grid-stride loop over rows).
+Every kernel is generated correct: `--check` verifies each
 one and runs it in the interpreter on ragged sizes, and drops (and reports) any that is not both
 proved and right, so that a false alarm of the verifier shows up here too.
 """
@@ -180,6 +182,57 @@ def configurations_perm():
         yield dict(block=block, perm=perm, guard=guard)
 
 
+REFERENCE_ROWSUM = '''"""Reference of a generated row-sum kernel (bench/copy_corpus.py)."""
+
+SHAPES = {"M": 37, "N": 1500}
+TOLERANCE = 1e-4
+
+
+def reference(x):
+    return {"out": x.sum(axis=1, dtype="float64").astype(x.dtype)}
+'''
+
+
+def kernel_text_rowsum(name: str, chunk: int, block: int, schedule: str, grid: int) -> str:
+    """out[i] = sum(x[i, j] for j): a chunk loop accumulating per thread, the warp's shuffle
+    reduction, then (for several warps) the partials through shared memory."""
+    vals = chunk // block
+    warps = block // 32
+    head = [f"kernel {name}(x: f32[M, N]) -> out: f32[M]:",
+            "    grid(M)" if schedule == "rows" else f"    grid({grid})", f"    block({block})",
+            "    tag x[i, j] = (i, j)", "    tag out[i] = (i,) once", "    contract out[i] = sum(x[i, j] for j)", ""]
+    body = []
+    if warps > 1:
+        body.append(f"partial = shared(f32[1, {warps}])")
+    ind = ""
+    if schedule == "rows":
+        body.append("row = block_id.x")
+    else:
+        body.append(f"for row in range(block_id.x, M, {grid}):")
+        ind = "    "
+    body += [f"{ind}acc = zeros(f32[1, 1], tv=({block}, {vals}):(0, 0))",
+             f"{ind}for c0 in range(0, N, {chunk}):",
+             f"{ind}    xs = load(x[row : row + 1, c0 : c0 + {chunk}], tv=({block}, {vals}):({vals}, 1), mask=True)",
+             f"{ind}    acc = acc + reduce_sum(xs, axis=1)",
+             f"{ind}w = reduce_sum(acc, axis=1, scope=warp, lanes=0b11111)"]
+    if warps > 1:
+        body += [f"{ind}store(partial[0 : 1, warp_id : warp_id + 1], w, where=lane_id == 0)", f"{ind}barrier()",
+                 f"{ind}parts = load(partial, tv=({block}, {warps}):(0, 1))",
+                 f"{ind}total = reduce_sum(parts, axis=1)",
+                 f"{ind}store(out[row : row + 1], reshape(total, 1), where=thread_id == 0)"]
+        if schedule != "rows":
+            body.append(f"{ind}barrier()")
+    else:
+        body.append(f"{ind}store(out[row : row + 1], reshape(w, 1), where=thread_id == 0)")
+    return "\n".join(head + ["    " + b for b in body]) + "\n"
+
+
+def configurations_rowsum():
+    for chunk, block, schedule in itertools.product((256, 512, 1024), (32, 128, 256), ("rows", "stride")):
+        if chunk % block == 0:
+            yield dict(chunk=chunk, block=block, schedule=schedule)
+
+
 def configurations():
     for block, vals, layout, view, guard, schedule, staging in itertools.product(
             (64, 128, 256), (1, 2, 4), ("contiguous", "strided"), ("tile", "thread"), ("mask", "if", "where"),
@@ -208,12 +261,14 @@ def check(path: Path) -> str:
         return "not proved: " + "; ".join(f"{r.obligation}: {r.message}" for r in rep.results
                                           if r.status != "proved")[:400]
     shapes = [{"N": n} for n in (1, 31, 257, 1000, 2053)] if len(kernel.sizes) == 1 else \
-        [{"M": m, "N": n} for m, n in ((1, 1), (33, 70), (200, 136), (64, 64))]
+        [{"M": m, "N": n} for m, n in ((1, 1), (33, 70), (200, 136), (64, 64), (9, 1500))]
+    reduces = len(kernel.outputs[0].shape) < len(kernel.params[0].shape)
     for sizes in shapes:
         shape = tuple(sizes.values())
         x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
         out = run(kernel, {"x": x}, sizes)["out"]
-        if not np.array_equal(out, x):
+        want = x.sum(axis=1) if reduces else x
+        if not (np.allclose(out, want, rtol=1e-4, atol=1e-4) if reduces else np.array_equal(out, want)):
             return f"wrong at {sizes}"
     return ""
 
@@ -233,15 +288,19 @@ def main(argv=None) -> int:
     rng.shuffle(configs2)
     configs3 = list(configurations_perm())
     rng.shuffle(configs3)
+    configs4 = list(configurations_rowsum())
     # the families in proportion to their sizes
     total = len(configs) + len(configs2) + len(configs3)
     n2 = round(args.count * len(configs2) / total)
     n3 = round(args.count * len(configs3) / total)
     chosen = [(c, "1d") for c in configs[: args.count - n2 - n3]] + [(c, "2d") for c in configs2[:n2]] + \
-        [(c, "perm") for c in configs3[:n3]]
+        [(c, "perm") for c in configs3[:n3]] + [(c, "rowsum") for c in configs4]  # (all of the few row sums)
     dropped = 0
     for i, (c, family) in enumerate(chosen):
-        if family == "perm":
+        if family == "rowsum":
+            name = f"rowsum_{i:03d}_{c['schedule']}_{c['block']}"
+            text, ref = kernel_text_rowsum(name, grid=rng.choice((3, 4, 7)), **c), REFERENCE_ROWSUM
+        elif family == "perm":
             name = f"copyperm_{i:03d}_{c['guard']}"
             text, ref = kernel_text_perm(name, **c), REFERENCE
         elif family == "2d":
