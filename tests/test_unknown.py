@@ -30,10 +30,11 @@ kernel {name}(x: f32[N]) -> out: f32[N]:
 
 # case -> (body after HEAD, obligation, the reason's text). Line numbers count HEAD's 6 lines.
 SOURCES = {
-    # a correct kernel: the coverage encoding takes the t loop at its first iteration, where the guard
-    # is false (tests/test_guarded_loop_store.py: also its twin whose guard never holds)
+    # a correct kernel: the coverage encoding takes the t loop, whose trip count is not a constant, at
+    # its first iteration, where the guard is false (a constant trip count of at most 32 is searched:
+    # tests/test_guarded_loop_store.py, also the twin whose guard never holds)
     "store_guarded_to_a_later_iteration": ("""\
-    for t in range(2):
+    for t in range(cdiv(N, 256) + 1):
         v = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
         if t == 1:
             store(out[base : base + 256], v, mask=True)

@@ -360,8 +360,32 @@ class SkolemWriter:
     @property
     def first_iteration_only(self) -> bool:
         """A loop around the store that its view does not move with is taken at its first iteration
-        (`instance`): a store guarded to a later one (`if t == 1:`) is not seen there."""
-        return any(("loop", L.var) not in self.used for L in self.acc.node.loops)
+        (`instance`): a store guarded to a later one (`if t == 1:`) is not seen there. (Except
+        the loops of `gated_loops`.)"""
+        gated = self.gated_loops()
+        return any(("loop", L.var) not in self.used and L.var not in gated for L in self.acc.node.loops)
+
+    GATED_TRIPS = 32  # the most iterations `gated_loops` chooses among
+
+    def gated_loops(self) -> dict:
+        """Loops the view does not move with, of constant trip counts (at most GATED_TRIPS), whose
+        iteration the store's uniform conditions select (`for k in range(3): if k == 2: store`): {var:
+        (trips, the conditions)}. The candidate iteration is the least whose conditions hold."""
+        if "_gated" in self.__dict__:
+            return self._gated
+        out = {}
+        outer = set()
+        conds = [(c, pos) for c, pos in self.acc.node.conds if c.uniform]
+        for L in self.acc.node.loops:
+            lo, hi = const_of(L.start), const_of(L.stop)
+            mine = [(c, pos) for c, pos in conds if L.var in c.loopdeps]
+            if ("loop", L.var) not in self.used and lo is not None and hi is not None and mine:
+                trips = max(0, -(-(hi - lo) // L.step))
+                if 1 < trips <= self.GATED_TRIPS and all(c.loopdeps <= outer | {L.var} for c, _ in mine):
+                    out[L.var] = (trips, mine)
+            outer.add(L.var)
+        self._gated = out
+        return out
 
     def lin_eval(self, lin, skip, known=None, drop=()):
         """The affine form without atom `skip`: sizes and scalars as terms, the atoms in `known` by
@@ -490,6 +514,19 @@ class SkolemWriter:
                 if rest is None:
                     return None
                 m = Z.floordiv(Z.sub(Z.sub(x[d], rest), Z.mul(start, bv(c))), bv(c * L.step))
+            elif L.var in self.gated_loops():
+                count, conds = self.gated_loops()[L.var]
+
+                def holds(i, L=L, start=start, conds=conds):
+                    trial = V.Inst(inst.node, inst.cnt, inst.vals, inst.cons)
+                    trial.cnt[L.var] = bv(i)
+                    trial.vals[L.var] = Z.add(start, bv(i * L.step))
+                    return Z.And(*[Z.i2b(c.fn(S, ctx, trial, None)) if pos else Z.Not(Z.i2b(c.fn(S, ctx, trial, None)))
+                                   for c, pos in conds])
+
+                m = bv(count - 1)
+                for i in range(count - 2, -1, -1):
+                    m = Z.Ite(holds(i), bv(i), m)
             else:
                 m = bv(0)
             inst.cnt[L.var] = m
@@ -529,6 +566,9 @@ class ThreadSkolemWriter(SkolemWriter):
             step = loops[a[1]].step if a[0] == "loop" else 1
             if c * step < int(wr.hi[d] - wr.lo[d]):
                 self.exact = False
+
+    def gated_loops(self) -> dict:
+        return {}  # (its instance takes every loop the view does not move with at the first iteration)
 
     def view_rest(self, d, skip):
         return self.lin_eval(self.wr.dims[d][1], skip)
