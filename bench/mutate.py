@@ -53,7 +53,10 @@ from argus_verify.runtime.measure import rel_error, tolerance
 ROOT = Path(__file__).resolve().parents[1]
 CLASSES = ("both", "verifier-only", "warning-only", "false-proof", "neither", "error")
 OPERATORS = ("constant", "layout", "arith", "compare", "loop-bound", "cdiv", "mask", "where", "padding",
-             "sync-dropped", "index-swap")
+             "sync-dropped", "index-swap", "special")
+# the execution-point specials, each replaced by the others of its kind ("special")
+SPECIAL_SWAPS = {"thread_id": ("lane_id", "warp_id"), "lane_id": ("thread_id",), "warp_id": ("lane_id",),
+                 "x": ("y",), "y": ("x",), "z": ("x",)}
 SPEC_STATEMENTS = ("tag_decl", "contract_decl", "requires_stmt", "tagfn_def", "tagfn_inline")  # the specification
 SYNC_CALLS = ("barrier", "wait", "commit")
 PADDINGS = ("0.0", "-inf", "inf", "1.0")
@@ -238,6 +241,20 @@ class SiteFinder:
         if name == "cdiv" and len(args) == 2:
             self.add(node, f"{self.paren(args[0])} // {self.paren(args[1])}", "cdiv")
         self.kwargs(node, name)
+
+    # thread_id / lane_id / warp_id swapped, block_id.x <-> block_id.y (a kernel's indexing mixes
+    # them up: the verifier must tell which)
+    def at_name(self, node, _in_layout):
+        name = str(node.children[0])
+        if name in ("thread_id", "lane_id", "warp_id"):
+            for new in SPECIAL_SWAPS[name]:
+                self.add(node, new, "special")
+
+    def at_attribute(self, node, _in_layout):
+        base, attr = node.children
+        if isinstance(base, Tree) and base.data == "name" and str(base.children[0]) in ("block_id", "num_blocks"):
+            for new in SPECIAL_SWAPS.get(str(attr), ()):
+                self.add(node, f"{base.children[0]}.{new}", "special")
 
     def at_expr_stmt(self, node, _in_layout):
         call = node.children[0]
