@@ -7,6 +7,7 @@ give-up is forced: after the first check of each solver, every check answers unk
 
 from __future__ import annotations
 
+import pytest
 import z3
 from test_unknown import SOURCES, kernel
 
@@ -33,24 +34,21 @@ class GivesUpAfterFirstCheck:
         return getattr(self.inner, name)
 
 
-def test_counterexample_search_keeps_its_model_when_a_recheck_gives_up(monkeypatch):
-    real = query.Query.solver
-    monkeypatch.setattr(query.Query, "solver", lambda self, t=None: GivesUpAfterFirstCheck(real(self, t)))
-    name = "smem_loop_deeper_than_the_encoding"
+# (the solver factory that gives up after its first check, the documented source of unknown verified)
+CASES = {
+    "counterexample_search": (query.Query, "smem_loop_deeper_than_the_encoding"),
+    "launch_witness": (vacuity._Launcher, "launch_division_under_unfollowed_condition"),
+}
+
+
+@pytest.mark.parametrize("where", list(CASES))
+def test_a_search_keeps_its_model_when_a_recheck_gives_up(where, monkeypatch):
+    owner, name = CASES[where]
+    real = owner.solver
+    monkeypatch.setattr(owner, "solver", lambda self, *a: GivesUpAfterFirstCheck(real(self, *a)))
     body, obligation, reason = SOURCES[name]
     rep = smt.verify(kernel(name, body), timeout_s=10.0, checks=(obligation,))
     messages = [r.message for r in rep.results if r.obligation == obligation]
     assert messages and all("internal verifier error" not in m for m in messages), rep.render_text()
-    # the widened loop-carried value is still the reason given
-    assert any(reason in m for m in messages), rep.render_text()
-
-
-def test_launch_witness_keeps_its_model_when_a_recheck_gives_up(monkeypatch):
-    real = vacuity._Launcher.solver
-    monkeypatch.setattr(vacuity._Launcher, "solver", lambda self: GivesUpAfterFirstCheck(real(self)))
-    name = "launch_division_under_unfollowed_condition"
-    body, obligation, reason = SOURCES[name]
-    rep = smt.verify(kernel(name, body), timeout_s=10.0, checks=(obligation,))
-    messages = [r.message for r in rep.results if r.obligation == obligation]
-    assert messages and all("internal verifier error" not in m for m in messages), rep.render_text()
+    # the source's own reason is still the one given
     assert any(reason in m for m in messages), rep.render_text()
