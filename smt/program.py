@@ -182,6 +182,23 @@ def recent_before(S, ctx, node: Node, p: Inst, depth: int) -> list:
             fixed = dict(fixed_base)
             fixed[inner] = (Z.sub(p.cnt[inner], bv(d)), True)
             out += fill(fixed, 1)
+        out += _outer_neighbours(S, ctx, node, p, common, -1)
+    return out
+
+
+def _outer_neighbours(S, ctx, node: Node, p: Inst, common: list, step: int) -> list:
+    """For each common loop but the innermost: node's instance in the previous (step -1) or next
+    (+1) iteration of that loop, with the loops inside it at their last (first) iterations: the
+    end-of-body barrier of a tile's last k step orders the next tile's first k step."""
+    out = []
+    for i, var in enumerate(common[:-1]):
+        fixed = {v: (p.cnt[v], False) for v in common[:i]}
+        fixed[var] = (Z.add(p.cnt[var], bv(step)), True)
+
+        def edge(L, trips):
+            return Z.sub(trips, bv(1)) if step < 0 else bv(0)
+
+        out.append(_with_counters(S, ctx, node, fixed, edge))
     return out
 
 
@@ -211,6 +228,7 @@ def next_after(S, ctx, node: Node, p: Inst, depth: int) -> list:
             fixed = dict(fixed_base)
             fixed[inner] = (Z.add(p.cnt[inner], bv(d)), True)
             out += fill(fixed, 1)
+        out += _outer_neighbours(S, ctx, node, p, common, 1)
     return out
 
 
