@@ -18,6 +18,7 @@ from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
 from argus_verify.smt.ints import const_of
 from argus_verify.smt.obligations.common import elem_str, result_from, span_of, store_elem
+from argus_verify.smt.obligations.flat_writer import flat_writer
 from argus_verify.smt.query import solve
 from argus_verify.smt.records import boxes_of
 from argus_verify.smt.report import ObligationResult
@@ -240,6 +241,8 @@ def skolem_writer(an, acc):
         boxes, why = written_boxes(an, acc)
     if why:
         writer, why2 = thread_skolem_writer(an, acc)
+        if writer is None:
+            writer = flat_writer(an, acc)  # out[g // E, g % E]: a flattened index
         return (writer, "") if writer is not None else (None, why2 or why)
     if len(acc.view.items) != len(an.tensor_dims[acc.tensor]):
         return None, "view rank"
