@@ -1,7 +1,7 @@
 """The flattened-index idiom of hand-written elementwise kernels: one element per thread at
 (g // N, g % N), g = block_id.x * 256 + thread_id, guarded by g < M * N. output-once was unknown
 there ("the start of dimension 0 of the store is not affine"); the candidate writer now inverts the
-index (smt/obligations/flat_writer.py) and the store's own starts and guard confirm it. The
+index (smt/flat_writer.py) and the store's own starts and guard confirm it. The
 correct kernels (row- and column-major) are proved and right; their twins are violated, and the
 witnesses reproduce."""
 

@@ -16,9 +16,9 @@ import numpy as np
 from argus_verify.smt import program as P
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
+from argus_verify.smt.flat_writer import flat_writer
 from argus_verify.smt.ints import const_of
 from argus_verify.smt.obligations.common import elem_str, result_from, span_of, store_elem
-from argus_verify.smt.obligations.flat_writer import flat_writer
 from argus_verify.smt.query import solve
 from argus_verify.smt.records import boxes_of
 from argus_verify.smt.report import ObligationResult
