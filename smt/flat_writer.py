@@ -15,9 +15,12 @@ wrong guess only costs completeness, and with B equal to the block size the map 
 
 from __future__ import annotations
 
+from collections import Counter
+
 from argus_verify import ir
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
+from argus_verify.smt.coverage import subst
 from argus_verify.smt.zops import TRUE, bv
 
 
@@ -33,9 +36,7 @@ def flat_writer(an, acc):
     if table.shape[1] != 1 or table.any():
         return None  # one value per thread, at the tile's only element
     lets = _single_lets(an.k)
-    if lets is None:
-        return None
-    starts = [_inline(it.start, lets) for it in stmt.dst.index]
+    starts = [subst(it.start, lets) for it in stmt.dst.index]
     if not all(isinstance(s, ir.IBin) and s.op in ("//", "%") for s in starts):
         return None
     (a, b) = starts
@@ -94,41 +95,21 @@ class FlatWriter:
         # the store's own starts at that block and thread are x (the candidate is only a guess)
         for d, (_kind, iv, _ext) in enumerate(self.acc.view.items):
             ok.append(Z.Eq(iv.fn(S, ctx, inst, t), x[d]))
-        for c, pos in self.acc.node.conds:
-            y = Z.i2b(c.fn(S, ctx, inst, t))
-            ok.append(y if pos else Z.Not(y))
+        ok += V.conditions_hold(self.acc.node.conds, S, ctx, inst, t)
         if self.acc.where is not None:
-            ok.append(Z.i2b(self.acc.where.fn(S, ctx, inst, t)))
+            ok += V.conditions_hold([(self.acc.where, True)], S, ctx, inst, t)
         return Z.And(*ok), ctx, inst, [bv(0), bv(0)]
 
 
-def _single_lets(kernel) -> dict | None:
-    """name -> value of the kernel's integer lets, each assigned once (None when one is assigned
-    more than once: its value at the store is not its only definition)."""
-    out: dict = {}
+def _single_lets(kernel) -> dict:
+    """name -> value (with the earlier lets substituted) of the kernel's integer lets that are
+    assigned once: a let assigned more than once has no single definition at the store."""
+    counts = Counter(s.name for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.Let))
+    lets: dict = {}
     for s in ir.walk_stmts(kernel.body):
-        if isinstance(s, ir.Let):
-            if s.name in out:
-                out[s.name] = None
-            else:
-                out[s.name] = s.value
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def _inline(e, lets: dict, depth: int = 0):
-    """`e` with the lets it names replaced by their values (structural equality then compares them)."""
-    if depth > 32:
-        return e
-    if isinstance(e, ir.IVar) and e.name in lets:
-        return _inline(lets[e.name], lets, depth + 1)
-    if isinstance(e, ir.IBin):
-        return ir.IBin(e.op, _inline(e.a, lets, depth + 1), _inline(e.b, lets, depth + 1))
-    if isinstance(e, ir.IUn):
-        return ir.IUn(e.op, _inline(e.a, lets, depth + 1))
-    if isinstance(e, ir.ISelect):
-        return ir.ISelect(_inline(e.cond, lets, depth + 1), _inline(e.a, lets, depth + 1),
-                          _inline(e.b, lets, depth + 1))
-    return e
+        if isinstance(s, ir.Let) and counts[s.name] == 1:
+            lets[s.name] = subst(s.value, lets)
+    return lets
 
 
 __all__ = ["FlatWriter", "flat_writer"]

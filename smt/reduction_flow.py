@@ -164,12 +164,6 @@ class ReductionFlow:
                 continue
             op, init = st.op, before[st.name]
             term = None
-            accumulates = (isinstance(op, ir.Elementwise) and len(op.args) == 2 and op.args.count(st.name) == 1) or \
-                (isinstance(op, (ir.Mma, ir.Wgmma)) and op.c == st.name)
-            if not accumulates:
-                # an ordinary assignment of a name defined before the loop (in an outer loop's second
-                # pass, every name of the body is): its joined value stands
-                continue
             if isinstance(op, ir.Elementwise) and len(op.args) == 2 and op.args.count(st.name) == 1:
                 other = op.args[1] if op.args[0] == st.name else op.args[0]
                 entry = semantics.FLOAT_BINARY.get(op.op)
@@ -182,6 +176,10 @@ class ReductionFlow:
                 if a is not None and b is not None and a.expr is not None and b.expr is not None:
                     term = X.combine("+", init.expr, ("red", "sum", ("bin", "*", X.unlane(a.expr),
                                                                         X.unlane(b.expr))))
+            else:
+                # an ordinary assignment of a name defined before the loop (in an outer loop's second
+                # pass, every name of the body is): its joined value stands
+                continue
             env[st.name] = attrs.evolve(env[st.name], expr=term)
 
     def accumulations(self, s: ir.For, before, env):

@@ -171,15 +171,16 @@ def _lemma(kernel, loop, blocks, outer, timeout_s, t0) -> ScheduleLemma:
         return ScheduleLemma(status, message, loop, store, seconds=time.perf_counter() - t0, **kw)
 
     store = _tile_store(loop)
+    if store is None:
+        raise _Beyond("the tile loop does not store exactly one output tile per iteration")
+    dst = store.dst
+    # (before the step: a 1-D grid-stride loop is the encoding's to decide, whatever its step)
+    if len(dst.index) != 2 or not all(isinstance(it, ir.Slice) for it in dst.index):
+        raise _Beyond("the stored tile is not a 2-D slice of the output")
     if loop.step != blocks:
         return done("violated", f"the tile loop steps by {loop.step}, not by the grid's {blocks} blocks: "
                     + ("tiles are skipped" if loop.step > blocks else "blocks compute the same tiles"),
                     witness={"step": loop.step, "blocks": blocks})
-    if store is None:
-        raise _Beyond("the tile loop does not store exactly one output tile per iteration")
-    dst = store.dst
-    if len(dst.index) != 2 or not all(isinstance(it, ir.Slice) for it in dst.index):
-        raise _Beyond("the stored tile is not a 2-D slice of the output")
     inner = _lets(loop.body, None)
     if set(outer) & set(inner) or loop.var in outer or loop.var in inner:
         raise _Beyond("a name of the tile loop is also defined outside it")
@@ -309,8 +310,6 @@ def persistent_once(an, decl, stores) -> list | None:
     if any(thr for _kind, _rest, thr, _ext, _iv in wr.dims):
         return None
     tile = tuple(it.extent for it in lemma.store.dst.index)
-    if len(tile) != 2:  # the lemma's tile grid is two-dimensional (a 1-D grid-stride loop: the encoding decides)
-        return None
     if len(wr.points) != tile[0] * tile[1] or tuple(wr.lo) != (0, 0) or tuple(wr.hi) != tile:
         return None
     span = span_of(acc.node)

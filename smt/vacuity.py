@@ -90,7 +90,11 @@ class Division:
     # the execution point's variables in scope (thread, block ids, loop variables by name), for
     # the witness of a divisor or path that mentions them
     point: dict = attrs.field(factory=dict)
-    point_free: bool = True  # the divisor itself is a size expression
+
+    @property
+    def point_free(self) -> bool:
+        """The divisor itself is a size expression (no thread, block or loop variable)."""
+        return not _at_point(self.divisor)
 
 
 def check_launch(kernel: ir.Kernel, shapes: dict, timeout_s: float) -> Launch:
@@ -357,8 +361,14 @@ def _point_at(d: Division, model, w: dict) -> str:
 _POINT_SPECIALS = ("thread_id", "block_id.x", "block_id.y", "block_id.z")
 
 
+def _at_point(term) -> bool:
+    """`term` mentions the thread, a block id or a loop variable (the `point.` variables)."""
+    return any(n.startswith("point.") for n in _constants(term))
+
+
 def _constants(term) -> set:
-    """Names of the uninterpreted constants of a Z3 term."""
+    """Names of the uninterpreted constants of a Z3 term. (z3.z3util.get_vars walks the term as a
+    tree, without memo: exponential on the shared subterms of nested divisions.)"""
     seen, out, todo = set(), set(), [term]
     while todo:
         e = todo.pop()
@@ -457,11 +467,9 @@ class _Divisions(Visitor, families=("statements",)):
             if divisor is not None and Z.const_value(divisor) in (None, 0):  # constants != 0 are fine
                 # the witness names the point when the divisor or a condition (not a range) depends on it
                 conds = [c for c in path + live if c.get_id() not in self.ranges]
-                free = not any(n.startswith("point.") for n in _constants(divisor))
-                named = scope == "body" and (not free or any(n.startswith("point.") for c in conds
-                                                             for n in _constants(c)))
+                named = scope == "body" and any(_at_point(c) for c in (divisor, *conds))
                 point = dict(self.point) if named else {}
-                self.found.append(Division(sub, divisor, path + live, guard or hidden, scope, point, free))
+                self.found.append(Division(sub, divisor, path + live, guard or hidden, scope, point))
 
     def body(self, stmts, env, path, guard):
         for s in stmts:

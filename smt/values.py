@@ -301,6 +301,15 @@ class IntV:
         self.id = next(_ids)
 
 
+def conditions_hold(conds, S, ctx, inst, t=None) -> list:
+    """Each (IntV, polarity) condition of `conds` holds at that block, instance and thread."""
+    out = []
+    for c, pos in conds:
+        y = Z.i2b(c.fn(S, ctx, inst, t))
+        out.append(y if pos else Z.Not(y))
+    return out
+
+
 def const_int(c: int) -> IntV:
     return IntV(lambda S, ctx, inst, t, v=None: bv(c), True, np_fn=lambda t: c, lin=({}, int(c)))
 

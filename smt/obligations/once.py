@@ -331,6 +331,20 @@ def written_boxes(an, acc):
     return (None if full else boxes_of(pts)), ""
 
 
+def _const_trips(L) -> int | None:
+    """The trip count of loop L when its bounds are constants."""
+    lo, hi = const_of(L.start), const_of(L.stop)
+    return None if lo is None or hi is None else max(0, -(-(hi - lo) // L.step))
+
+
+def _least(count: int, holds):
+    """The least i < count for which holds(i) (a Z3 condition), else count - 1, as a term."""
+    choice = bv(count - 1)
+    for i in range(count - 2, -1, -1):
+        choice = Z.Ite(holds(i), bv(i), choice)
+    return choice
+
+
 class SkolemWriter:
     """`writer(S, x)`: (the only writer of element x writes it, its block, its instance, its tile
     coordinate), or None beyond the encoding. `exact`: no two writers' tiles overlap, so that
@@ -349,11 +363,11 @@ class SkolemWriter:
         for d in {d for d, _c in used.values()}:
             atoms = sorted(((c, a) for a, (e, c) in used.items() if e == d), reverse=True)
             for (big, a), (small, b) in zip(atoms, atoms[1:], strict=False):
-                Lb = loops[b[1]]
-                lo, hi = const_of(Lb.start), const_of(Lb.stop)
+                trips = _const_trips(loops[b[1]])
                 span = big * (loops[a[1]].step if a[0] == "loop" else 1)
-                if lo is None or hi is None or small * Lb.step * max(0, -(-(hi - lo) // Lb.step)) > span:
+                if trips is None or small * loops[b[1]].step * trips > span:
                     self.exact = False
+        self.gated = self.gated_loops()
 
     def same_dim(self, a) -> list:
         """The other atoms moving the dimension atom `a` moves."""
@@ -365,8 +379,7 @@ class SkolemWriter:
         """A loop around the store that its view does not move with is taken at its first iteration
         (`instance`): a store guarded to a later one (`if t == 1:`) is not seen there. (Except
         the loops of `gated_loops`.)"""
-        gated = self.gated_loops()
-        return any(("loop", L.var) not in self.used and L.var not in gated for L in self.acc.node.loops)
+        return any(("loop", L.var) not in self.used and L.var not in self.gated for L in self.acc.node.loops)
 
     GATED_TRIPS = 32  # the most iterations `gated_loops` chooses among
 
@@ -374,20 +387,16 @@ class SkolemWriter:
         """Loops the view does not move with, of constant trip counts (at most GATED_TRIPS), whose
         iteration the store's uniform conditions select (`for k in range(3): if k == 2: store`): {var:
         (trips, the conditions)}. The candidate iteration is the least whose conditions hold."""
-        if "_gated" in self.__dict__:
-            return self._gated
         out = {}
         outer = set()
         conds = [(c, pos) for c, pos in self.acc.node.conds if c.uniform]
         for L in self.acc.node.loops:
-            lo, hi = const_of(L.start), const_of(L.stop)
+            trips = _const_trips(L)
             mine = [(c, pos) for c, pos in conds if L.var in c.loopdeps]
-            if ("loop", L.var) not in self.used and lo is not None and hi is not None and mine:
-                trips = max(0, -(-(hi - lo) // L.step))
-                if 1 < trips <= self.GATED_TRIPS and all(c.loopdeps <= outer | {L.var} for c, _ in mine):
-                    out[L.var] = (trips, mine)
+            if ("loop", L.var) not in self.used and trips is not None and mine and 1 < trips <= self.GATED_TRIPS \
+                    and all(c.loopdeps <= outer | {L.var} for c, _ in mine):
+                out[L.var] = (trips, mine)
             outer.add(L.var)
-        self._gated = out
         return out
 
     def lin_eval(self, lin, skip, known=None, drop=()):
@@ -417,12 +426,9 @@ class SkolemWriter:
         acc = self.acc
         if self.boxes is not None:
             ok.append(Z.Or(*[in_box(b, coords) for b in self.boxes]))
-        for c, pos in acc.node.conds:
-            if c.uniform:
-                y = Z.i2b(c.fn(S, ctx, inst, None))
-                ok.append(y if pos else Z.Not(y))
+        ok += V.conditions_hold([(c, pos) for c, pos in acc.node.conds if c.uniform], S, ctx, inst)
         if acc.where is not None and acc.where.uniform:
-            ok.append(Z.i2b(acc.where.fn(S, ctx, inst, None)))
+            ok += V.conditions_hold([(acc.where, True)], S, ctx, inst)
         return Z.And(*ok), ctx, inst, coords
 
     def block(self, S, x, ok):
@@ -461,14 +467,9 @@ class SkolemWriter:
             def holds(y, axis=axis):
                 trial = list(blocks)
                 trial[axis] = bv(y)
-                ctx = V.Ctx(trial, TRUE)
-                return Z.And(*[Z.i2b(c.fn(S, ctx, None, None)) if pos else Z.Not(Z.i2b(c.fn(S, ctx, None, None)))
-                               for c, pos in conds])
+                return Z.And(*V.conditions_hold(conds, S, V.Ctx(trial, TRUE), None))
 
-            choice = bv(ext - 1)
-            for y in range(ext - 2, -1, -1):
-                choice = Z.Ite(holds(y), bv(y), choice)
-            blocks[axis] = choice
+            blocks[axis] = _least(ext, holds)
 
     def strided_blocks(self, x) -> dict:
         """A grid-stride loop, `for t in range(block_id.a + k, stop, step)` storing a view that moves
@@ -517,19 +518,16 @@ class SkolemWriter:
                 if rest is None:
                     return None
                 m = Z.floordiv(Z.sub(Z.sub(x[d], rest), Z.mul(start, bv(c))), bv(c * L.step))
-            elif L.var in self.gated_loops():
-                count, conds = self.gated_loops()[L.var]
+            elif L.var in self.gated:
+                count, conds = self.gated[L.var]
 
                 def holds(i, L=L, start=start, conds=conds):
                     trial = V.Inst(inst.node, inst.cnt, inst.vals, inst.cons)
                     trial.cnt[L.var] = bv(i)
                     trial.vals[L.var] = Z.add(start, bv(i * L.step))
-                    return Z.And(*[Z.i2b(c.fn(S, ctx, trial, None)) if pos else Z.Not(Z.i2b(c.fn(S, ctx, trial, None)))
-                                   for c, pos in conds])
+                    return Z.And(*V.conditions_hold(conds, S, ctx, trial))
 
-                m = bv(count - 1)
-                for i in range(count - 2, -1, -1):
-                    m = Z.Ite(holds(i), bv(i), m)
+                m = _least(count, holds)
             else:
                 m = bv(0)
             inst.cnt[L.var] = m
@@ -569,9 +567,7 @@ class ThreadSkolemWriter(SkolemWriter):
             step = loops[a[1]].step if a[0] == "loop" else 1
             if c * step < int(wr.hi[d] - wr.lo[d]):
                 self.exact = False
-
-    def gated_loops(self) -> dict:
-        return {}  # (its instance takes every loop the view does not move with at the first iteration)
+        self.gated = {}  # (its instance takes every loop the view does not move with at the first iteration)
 
     def view_rest(self, d, skip):
         return self.lin_eval(self.wr.dims[d][1], skip)
