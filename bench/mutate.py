@@ -409,11 +409,12 @@ def warning_keys(report: smt.VerifyReport) -> set:
     return {(r.obligation, r.location.line) for r in report.results if r.status == "warning"}
 
 
-def verifier_verdict(kernel: ir.Kernel, baseline_warnings: set, timeout_s: float) -> dict:
+def verifier_verdict(kernel: ir.Kernel, baseline_warnings: set, timeout_s: float, checks=None) -> dict:
     """Proved (exit code 0, warnings allowed), violated (1), unknown (3) or `exit N`: anything but
-    proved rejects the kernel. Findings are the results neither proved nor warnings."""
+    proved rejects the kernel. Findings are the results neither proved nor warnings. `checks`: only
+    these obligations (--checks)."""
     t0 = time.perf_counter()
-    report = smt.verify(kernel, timeout_s=timeout_s)
+    report = smt.verify(kernel, timeout_s=timeout_s, checks=checks)
     findings = [r for r in report.results if r.status not in ("proved", "warning")]
     sizes = [dict(r.witness["sizes"]) for r in findings if r.witness and r.witness.get("sizes")]
     return {"status": {0: "proved", 1: "violated", 3: "unknown"}.get(report.exit_code, f"exit {report.exit_code}"),
@@ -544,16 +545,17 @@ class Baseline:
     trials: tuple
     verify_status: str
     interpreter_status: str
+    checks: tuple | None = None  # the obligations verified (None: all)
 
 
-def baseline_of(spec: str, timeout_s: float, seed: int, quick: bool = False) -> Baseline:
+def baseline_of(spec: str, timeout_s: float, seed: int, quick: bool = False, checks=None) -> Baseline:
     kernel = compile_source(front_end_text(Path(spec).read_text()), spec)
-    report = smt.verify(kernel, timeout_s=timeout_s)
+    report = smt.verify(kernel, timeout_s=timeout_s, checks=checks)
     ref = reference_of(spec)
     trials = interpreter_trials(kernel, ref, quick)
     status = interpreter_verdict(kernel, ref, trials, seed)["status"]
     verdict = {0: "proved", 1: "violated", 3: "unknown"}.get(report.exit_code, f"exit {report.exit_code}")
-    return Baseline(spec, frozenset(warning_keys(report)), tuple(trials), verdict, status)
+    return Baseline(spec, frozenset(warning_keys(report)), tuple(trials), verdict, status, checks)
 
 
 @functools.cache
@@ -581,7 +583,7 @@ def evaluate(mutant: Mutant, base: Baseline, timeout_s: float = 5.0, limit_s: fl
     try:
         kernel = type_check(mutant)
         stage = "verify"
-        record["verifier"] = verifier_verdict(kernel, base.warnings, timeout_s)
+        record["verifier"] = verifier_verdict(kernel, base.warnings, timeout_s, base.checks)
         stage = "interpreter"
         trials = list(base.trials) + witness_trials(record["verifier"])
         record["interpreter"] = interpreter_verdict(kernel, reference_of(mutant.spec), trials, seed)
@@ -791,7 +793,19 @@ def main(argv=None) -> int:
     ap.add_argument("--deadline", type=float, help="stop taking new mutants after this many seconds")
     ap.add_argument("--operators", default=",".join(OPERATORS), help="comma-separated subset of: " +
                     ", ".join(OPERATORS))
+    ap.add_argument("--checks", help="verify only these obligations (comma-separated names; 'protocol': the "
+                    "Hopper protocol ones). A false proof is then one of these proved on a kernel the interpreter "
+                    "shows wrong, which may be a bug only the other obligations catch: read the diffs")
     args = ap.parse_args(argv)
+    checks = None
+    if args.checks:
+        from argus_verify.smt.protocol import PROTOCOL
+
+        checks = tuple(dict.fromkeys(n for c in args.checks.split(",") if c
+                                     for n in (PROTOCOL if c == "protocol" else (c,))))
+        unknown_checks = set(checks) - set(smt.OBLIGATIONS)
+        if unknown_checks:
+            ap.error(f"unknown obligations: {', '.join(sorted(unknown_checks))}")
     operators = tuple(o for o in args.operators.split(",") if o)
     unknown_ops = set(operators) - set(OPERATORS)
     if unknown_ops:
@@ -804,11 +818,12 @@ def main(argv=None) -> int:
         mutants = random.Random(args.seed).sample(mutants, min(args.sample, len(mutants)))
     print(f"{sum(n['generated'] for n in counts.values())} mutants generated, {len(mutants)} type-checked ones "
           "to evaluate", flush=True)
-    baselines = {f: baseline_of(f, args.timeout, args.seed) for f in files}
+    baselines = {f: baseline_of(f, args.timeout, args.seed, checks=checks) for f in files}
     records = run_study(mutants, baselines, args)
     text = report(records, counts, baselines)
     text += f"\n\n{len(records)} mutants in {time.time() - t0:.0f} s (jobs={args.jobs}, seed={args.seed}" + \
-        (f", sample {args.sample}" if args.sample is not None else "") + ")"
+        (f", sample {args.sample}" if args.sample is not None else "") + \
+        (f", checks {','.join(checks)}" if checks else "") + ")"
     if len(records) < len(mutants):
         text += f"\nPARTIAL: {len(records)} of {len(mutants)} type-checked mutants evaluated (rerun with --resume)"
     (args.out / "report.txt").write_text(text + "\n")

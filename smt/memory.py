@@ -21,6 +21,10 @@ from argus_verify.smt.values import FragV, TagVal, Tr, element_label, value_labe
 from argus_verify.smt.zops import FALSE, OPS, TRUE
 
 MAX_DEPTH = 60  # nested fragment evaluations before giving up (loop-carried data through smem)
+# shared reads resolved in one query before giving up: each read's candidate writes resolve their
+# own reads, so data combined in shared memory over loop iterations (a tree reduction) multiplies
+# them by the candidates at every level; depth alone does not bound that
+MAX_RESOLVES = 200  # the specs need at most 10 (reduce_pipe3); the Hopper GEMMs 7
 
 
 class MemoryMixin:
@@ -169,7 +173,13 @@ class MemoryMixin:
     def resolve(self, S, ctx, rd: ShRead, r_inst, t, e) -> TagVal:
         """The tag of shared element e read by thread t at r_inst: that of the last write."""
         S.depth = getattr(S, "depth", 0) + 1
+        S.resolves = getattr(S, "resolves", 0) + 1
         try:
+            if S.resolves > MAX_RESOLVES:
+                reason = "data flows through shared memory along more paths than the encoding follows"
+                if reason not in self.notes:  # the reason a tainted counterexample is unknown
+                    self.notes.append(reason)
+                return self.havoc_tag(S, rd.label, reason)
             if S.depth > MAX_DEPTH:
                 reason = "data flows through shared memory around a loop more deeply than the encoding follows"
                 if reason not in self.notes:  # the reason a tainted counterexample is unknown
@@ -226,7 +236,7 @@ class MemoryMixin:
                     winshape,
                     W.executes(S, ctx, w_inst, tw),
                     P.before(w_inst, r_inst),
-                    self.alive(S, ctx, W, w_inst, r_inst, e),
+                    self.alive(S, ctx, W, w_inst, r_inst, e, (tw, vw, off)),
                 )
                 ok = self.completed_visible(S, ctx, W, w_inst, tw, r_inst, t)
                 options.append((valid, self.as_read(W, w_inst, W.tag(S, ctx, w_inst, tw, vw), ok, e)))
@@ -272,23 +282,34 @@ class MemoryMixin:
     def iter_terms(self, node, inst) -> tuple:
         return tuple(inst.vals[L.var] for L in node.loops)
 
-    def alive(self, S, ctx, W, w_inst, r_inst, e):
-        """W@w_inst is not overwritten at coordinate e before r_inst (by writes with footprints)."""
+    def alive(self, S, ctx, W, w_inst, r_inst, e, writer=None):
+        """W@w_inst is not overwritten at coordinate e before r_inst: by writes with footprints, and
+        by a write without one (its address or guard depends on more than the thread, e.g. a
+        per-thread store under `if base + thread_id < N`) when the thread and value of `writer`
+        (tw, vw, offset of e) write e again there. An overwrite is only ever claimed where it
+        happens, so the condition stays an over-approximation of "not overwritten"."""
         if not W.alloc.injective:
             return TRUE
         parts = []
         D = self.window
         for K in self.sh_writes[W.alloc.name]:
-            if K.footprint() is None:
+            if K.footprint() is None and (writer is None or K.kind != "store" or W.kind != "store"):
                 continue
             cands = P.recent_before(S, ctx, K.node, r_inst, D) + P.next_after(S, ctx, K.node, w_inst, D)
             for k_inst, ex in cands:
-                hit = Z.And(
-                    ex,
-                    K.executes_uniform(S, ctx, k_inst),
-                    P.before(w_inst, k_inst),
-                    P.before(k_inst, r_inst),
-                    K.covers(S, ctx, k_inst, e),
-                )
+                if K.footprint() is None:
+                    # the same thread and value of K write the same offset at k_inst
+                    tw, vw, off = writer
+                    _, koff, kinshape = K.addr(S, ctx, k_inst, tw, vw)
+                    hit = Z.And(ex, K.executes(S, ctx, k_inst, tw), P.before(w_inst, k_inst),
+                                P.before(k_inst, r_inst), vw < K.values, Z.Eq(koff, off), kinshape)
+                else:
+                    hit = Z.And(
+                        ex,
+                        K.executes_uniform(S, ctx, k_inst),
+                        P.before(w_inst, k_inst),
+                        P.before(k_inst, r_inst),
+                        K.covers(S, ctx, k_inst, e),
+                    )
                 parts.append(Z.Not(hit))
         return Z.And(*parts)

@@ -43,7 +43,23 @@ kernel stride(x: f32[N]) -> out: f32[N]:
             store(out[base + thread_id : base + thread_id + 1], xs)
 """
 
-CORRECT = {"tile_view": TILE_VIEW, "thread_view": THREAD_VIEW}
+# two consecutive tiles per block: the block that visits tile t is t // 2 (block 0 was taken, a
+# false "never written" for every other block's tiles)
+PAIRS = """\
+kernel pairs(x: f32[N]) -> out: f32[N]:
+    grid(cdiv(N, 512))
+    block(64)
+    tag x[i] = (i,)
+    tag out[i] = (i,) once
+    contract out[i] = x[i]
+
+    for t in range(2 * block_id.x, 2 * block_id.x + 2):
+        base = t * 256
+        xs = load(x[base : base + 256], tv=(64, 4):(4, 1), mask=True)
+        store(out[base : base + 256], xs, mask=True)
+"""
+
+CORRECT = {"tile_view": TILE_VIEW, "thread_view": THREAD_VIEW, "pairs": PAIRS}
 
 # (kernel, edit, what output-once says)
 BUGGY = [
@@ -53,6 +69,9 @@ BUGGY = [
     ("tile_view", ("cdiv(N, 256)", "N // 256"), "never written"),
     ("thread_view", ("grid(7)", "grid(6)"), "never written"),
     ("thread_view", ("cdiv(N, 128), 7)", "cdiv(N, 128), 6)"), "written twice"),
+    ("pairs", ("2 * block_id.x + 2)", "2 * block_id.x + 1)"), "never written"),
+    ("pairs", ("2 * block_id.x + 2)", "2 * block_id.x + 3)"), "written twice"),
+    ("pairs", ("grid(cdiv(N, 512))", "grid(cdiv(N, 1024))"), "never written"),
 ]
 
 

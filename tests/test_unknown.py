@@ -116,6 +116,23 @@ SOURCES = {
     w = load(sx[0 : 256], tv=(256, 1):(1, 1))
     store(out[base : base + 256], w, mask=True)
 """, "output-contract", "data flows through shared memory around a loop more deeply than the encoding follows"),
+    # two reads of what the previous iteration wrote: the candidate writes double at every level (a
+    # shared-memory tree reduction has the same shape). Without a limit on the reads resolved per
+    # query, building the formula took minutes, past any solver limit
+    "smem_combined_along_many_paths": ("""\
+    sx = shared(f32[256])
+    xs = load(x[base : base + 256], tv=(256, 1):(1, 1), mask=True)
+    store(sx[0 : 256], xs)
+    barrier()
+    for i in range(N):
+        a = load(sx[0 : 256], tv=(256, 1):(1, 1))
+        b = load(sx[0 : 256], tv=(256, 1):(1, 1))
+        barrier()
+        store(sx[0 : 256], a + b)
+        barrier()
+    w = load(sx[0 : 256], tv=(256, 1):(1, 1))
+    store(out[base : base + 256], w, mask=True)
+""", "output-contract", "data flows through shared memory along more paths than the encoding follows"),
     # an accumulator defined before an outer loop and carried through an inner one (its tags refer to
     # the previous iteration of both, without end: Python's recursion limit ends the encoding)
     "value_carried_through_nested_loops": ("""\

@@ -263,7 +263,7 @@ def thread_skolem_writer(an, acc):
         if rest is None:
             return None, f"the start of dimension {d} of the store is not affine"
         atoms = {a: c for a, c in rest[0].items() if a[0] in ("blk", "loop")}
-        if len(atoms) > 1:
+        if len(atoms) > 1 and not _nested(acc, atoms):
             return None, f"dimension {d} of the store mixes several block ids / loop variables"
         for a, c in atoms.items():
             if a in used or c <= 0:
@@ -352,22 +352,28 @@ class SkolemWriter:
 
     def __init__(self, an, acc, used, boxes):
         self.an, self.acc, self.used, self.boxes = an, acc, used, boxes
-        loops = {L.var: L for L in acc.node.loops}
-        self.exact = True
-        for a, (d, c) in used.items():
+        self.exact = self.disjoint(lambda d: acc.view.items[d][2])
+        self.gated = self.gated_loops()
+
+    def disjoint(self, extent) -> bool:
+        """No two blocks or iterations write overlapping parts of the output: each atom's step spans
+        what one block and iteration writes along its dimension (`extent(d)`), and in a sub-tiled
+        dimension each step spans all the smaller ones (constant trip counts), e.g. 32 >= 16 * 2 for
+        `block_id.y * 32 + 16 * i`, i < 2."""
+        loops = {L.var: L for L in self.acc.node.loops}
+        exact = True
+        for a, (d, c) in self.used.items():
             step = loops[a[1]].step if a[0] == "loop" else 1
-            if c * step < acc.view.items[d][2]:
-                self.exact = False
-        # sub-tiles: the candidate is the only writer when each step spans all the smaller ones
-        # (constant trip counts), e.g. 32 >= 16 * 2 for `block_id.y * 32 + 16 * i`, i < 2
-        for d in {d for d, _c in used.values()}:
-            atoms = sorted(((c, a) for a, (e, c) in used.items() if e == d), reverse=True)
+            if c * step < extent(d):
+                exact = False
+        for d in {d for d, _c in self.used.values()}:
+            atoms = sorted(((c, a) for a, (e, c) in self.used.items() if e == d), reverse=True)
             for (big, a), (small, b) in zip(atoms, atoms[1:], strict=False):
                 trips = _const_trips(loops[b[1]])
                 span = big * (loops[a[1]].step if a[0] == "loop" else 1)
                 if trips is None or small * loops[b[1]].step * trips > span:
-                    self.exact = False
-        self.gated = self.gated_loops()
+                    exact = False
+        return exact
 
     def same_dim(self, a) -> list:
         """The other atoms moving the dimension atom `a` moves."""
@@ -472,10 +478,15 @@ class SkolemWriter:
             blocks[axis] = _least(ext, holds)
 
     def strided_blocks(self, x) -> dict:
-        """A grid-stride loop, `for t in range(block_id.a + k, stop, step)` storing a view that moves
-        with t but not with block_id.a: the block whose loop visits the t of element x is the one
-        with block_id.a == (t - k) mod step. (Taking that block as 0, the default, misses the other
-        blocks' tiles: a false "never written".) {axis: that block id}."""
+        """A loop whose start moves with the block, storing a view that moves with the loop variable t
+        but not with block_id.a: the block whose loop visits the t of element x.
+          * `for t in range(block_id.a + k, stop, step)` (grid-stride): block_id.a == (t - k) mod step;
+          * `for t in range(c * block_id.a + k, stop)` (c consecutive t per block): block_id.a ==
+            (t - k) // c. Whatever the stop, no other block can visit t when that one does not: the
+            others' runs start more than c before t, or after it, and a run of fewer than c
+            iterations that misses t ends before the next block's start.
+        (Taking that block as 0, the default, misses the other blocks' tiles: a false "never
+        written".) {axis: that block id}."""
         out = {}
         for L in self.acc.node.loops:
             a = ("loop", L.var)
@@ -483,7 +494,10 @@ class SkolemWriter:
             if a not in self.used or lin is None:
                 continue
             blk = [b for b in lin[0] if b[0] == "blk"]
-            if len(blk) != 1 or lin[0][blk[0]] != 1 or blk[0] in self.used or blk[0][1] in out:
+            if len(blk) != 1 or blk[0] in self.used or blk[0][1] in out:
+                continue
+            coef = lin[0][blk[0]]
+            if coef != 1 and not (L.step == 1 and isinstance(coef, int) and coef > 1):
                 continue
             d, c = self.used[a]
             rest = self.view_rest(d, a)
@@ -491,7 +505,7 @@ class SkolemWriter:
             if rest is None or k is None:
                 continue
             t = Z.floordiv(Z.sub(Z.sub(x[d], rest), bv(self.view_lo(d))), bv(c))
-            out[blk[0][1]] = Z.mod(Z.sub(t, k), bv(L.step))
+            out[blk[0][1]] = Z.mod(Z.sub(t, k), bv(L.step)) if coef == 1 else Z.floordiv(Z.sub(t, k), bv(coef))
         return out
 
     def view_rest(self, d, skip):
@@ -561,12 +575,7 @@ class ThreadSkolemWriter(SkolemWriter):
 
     def __init__(self, an, acc, used, wr):
         self.an, self.acc, self.used, self.wr = an, acc, used, wr
-        loops = {L.var: L for L in acc.node.loops}
-        self.exact = True
-        for a, (d, c) in used.items():
-            step = loops[a[1]].step if a[0] == "loop" else 1
-            if c * step < int(wr.hi[d] - wr.lo[d]):
-                self.exact = False
+        self.exact = self.disjoint(lambda d: int(wr.hi[d] - wr.lo[d]))
         self.gated = {}  # (its instance takes every loop the view does not move with at the first iteration)
 
     def view_rest(self, d, skip):
@@ -580,7 +589,8 @@ class ThreadSkolemWriter(SkolemWriter):
         blocks = [bv(0), bv(0), bv(0)]
         for a, (d, c) in self.used.items():
             if a[0] == "blk":
-                rest = self.view_rest(d, a)
+                # (a sub-tiled dimension: the loops' smaller steps are dropped by the floor)
+                rest = self.lin_eval(self.wr.dims[d][1], a, drop=self.same_dim(a))
                 if rest is None:
                     return None
                 blocks[a[1]] = Z.floordiv(Z.sub(Z.sub(x[d], rest), bv(self.view_lo(d))), bv(c))
@@ -596,7 +606,10 @@ class ThreadSkolemWriter(SkolemWriter):
             a = ("loop", L.var)
             if a in self.used:
                 d, c = self.used[a]
-                rest = self.view_rest(d, a)
+                known = {b: ctx.block[b[1]] if b[0] == "blk" else inst.vals[b[1]]
+                         for b in self.same_dim(a) if b[0] == "blk" or b[1] in inst.vals}
+                drop = [b for b in self.same_dim(a) if b not in known]
+                rest = self.lin_eval(self.wr.dims[d][1], a, known, drop)
                 if rest is None:
                     return None
                 off = Z.sub(Z.sub(Z.sub(x[d], rest), Z.mul(start, bv(c))), bv(int(self.wr.lo[d])))
