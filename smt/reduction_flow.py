@@ -250,6 +250,9 @@ class ReductionFlow:
             if isinstance(s.type.coords, ir.Transposed):
                 return attrs.evolve(src, axes=tuple(reversed(src.axes)),
                                     aligned=tuple(reversed([src.along(i) for i in range(len(src.axes))])))
+            if isinstance(s.type.coords, ir.Reshaped):
+                return _reshaped(src, s.type.coords.base.tile, s.type.coords.new_tile) or \
+                    attrs.evolve(src, axes=(None,) * rank, aligned=())
             return attrs.evolve(src, axes=(None,) * rank, aligned=())
         if isinstance(op, ir.Cast):
             return env[op.arg]
@@ -319,6 +322,7 @@ class ReductionFlow:
                 padded, v = f.pad(origin)
                 if padded and v is None:
                     unknown = True
+                    break
                 choices.append(list(_values(v)) if padded else
                                ([f.const] if f.const is not None else list(_FINITE_SAMPLES)))
             if unknown:
@@ -336,6 +340,8 @@ class ReductionFlow:
         families = set(src.families)
         if origin is not None:
             families.add((op.op, origin))
+        # every origin the reduced axis walks in step with is reduced too (x in `A[i, j] * x[j]`)
+        families |= {(op.op, o) for o in reduced}
         identity = semantics.REDUCE_OPS[op.op].identity
         for o in sorted(reduced, key=lambda o: (o != origin, o.tensor, o.dim)):
             padded, value = src.pad(o)
@@ -405,6 +411,27 @@ class ReductionFlow:
         param = next((p for p in self.k.outputs if p.name == s.dst.base), None)
         if param is not None:
             self.outputs.append((s, flow))
+
+
+def _reshaped(src: Flow, before: tuple, after: tuple) -> Flow | None:
+    """A reshape that only inserts or drops axes of extent 1 (`reshape(v, 1, 256)` of a [256] tile):
+    element k of every other axis stays element k, so those axes keep their origins (a bias or a
+    vector broadcast into a row, x[j] in `A[i, j] * x[j]`). None for any other reshape."""
+    def kept(tile):
+        return [i for i, n in enumerate(tile) if n != 1]
+
+    src_axes, dst_axes = kept(before), kept(after)
+    if [before[i] for i in src_axes] != [after[i] for i in dst_axes]:
+        return None
+    axes, aligned = [None] * len(after), [frozenset()] * len(after)
+    units = ([i for i, n in enumerate(before) if n == 1], [i for i, n in enumerate(after) if n == 1])
+    pairs = list(zip(src_axes, dst_axes, strict=True))
+    if len(units[0]) == len(units[1]):
+        pairs += list(zip(*units, strict=True))
+    for i, j in pairs:
+        if i < len(src.axes):
+            axes[j], aligned[j] = src.axes[i], src.along(i)
+    return attrs.evolve(src, axes=tuple(axes), aligned=tuple(aligned))
 
 
 def _values(v) -> tuple | None:

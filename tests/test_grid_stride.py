@@ -6,13 +6,8 @@ buggy twin (one edit) is violated and its witness reproduces; the correct kernel
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-
-from argus_verify import smt
-from argus_verify.frontend import compile_source
-from argus_verify.replay import NOT_REPRODUCED, reproduce
-from argus_verify.runtime.interp import run
+from copy_twins import assert_proved_and_copies, assert_twin_violated
 
 TILE_VIEW = """\
 kernel stride(x: f32[N]) -> out: f32[N]:
@@ -77,22 +72,9 @@ BUGGY = [
 
 @pytest.mark.parametrize("name", list(CORRECT))
 def test_a_grid_stride_copy_is_proved_and_right(name):
-    kernel = compile_source(CORRECT[name], f"{name}.arg")
-    rep = smt.verify(kernel, timeout_s=30.0)
-    assert rep.exit_code == 0, rep.render_text()
-    for n in (1, 300, 2053):
-        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
-        assert np.array_equal(run(kernel, {"x": x}, {"N": n})["out"], x)
+    assert_proved_and_copies(CORRECT[name], name)
 
 
 @pytest.mark.parametrize("name, edit, says", BUGGY, ids=[f"{b[0]}:{b[1][1]}" for b in BUGGY])
 def test_its_one_edit_twin_is_violated_and_the_witness_reproduces(name, edit, says):
-    text = CORRECT[name]
-    assert edit[0] in text
-    kernel = compile_source(text.replace(edit[0], edit[1], 1), f"{name}.arg")
-    rep = smt.verify(kernel, timeout_s=30.0)
-    once = [r for r in rep.violations() if r.obligation == "output-once"]
-    assert once and says in once[0].message, rep.render_text()
-    assert not any("internal" in r.message for r in rep.results), rep.render_text()
-    for r in rep.violations():
-        assert reproduce(kernel, r)["status"] != NOT_REPRODUCED, r.render_text() if hasattr(r, "render_text") else r
+    assert_twin_violated(CORRECT[name], name, edit, says)

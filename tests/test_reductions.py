@@ -213,3 +213,62 @@ def test_mma_padding_products_must_vanish(pa, want):
     assert text.count(old) == 1
     v = verdicts(text.replace(old, old[:-1] + pa + ")"))
     assert status(v["padding"]) == {want}
+
+
+BIAS = """
+kernel bias(x: f32[M, N], b: f32[N]) -> out: f32[M, N]:
+    grid(cdiv(N, 128), M)
+    block(128)
+    tag x[i, j] = (i, j)
+    tag out[i, j] = (i, j) once
+    contract out[i, j] = x[i, j] + b[j]
+    r = block_id.y
+    c0 = block_id.x * 128
+    xs = load(x[r : r + 1, c0 : c0 + 128], tv=(128, 1):(1, 1), mask=True)
+    bs = load(b[c0 : c0 + 128], tv=(128, 1):(1, 1), mask=True)
+    store(out[r : r + 1, c0 : c0 + 128], {value}, mask=True)
+"""
+
+
+def test_a_bias_add_is_proved_and_a_doubled_bias_is_an_operator_violation():
+    # the doubled bias once crashed the padding pass (an operand whose padding is unknown)
+    assert smt.verify(compile_source(BIAS.format(value="xs + reshape(bs, 1, 128)"), "b.arg")).exit_code == 0
+    rep = smt.verify(compile_source(BIAS.format(value="xs + reshape(bs, 1, 128) + reshape(bs, 1, 128)"), "b.arg"))
+    assert [(r.obligation, r.status) for r in rep.results if r.status != "proved"] == \
+        [("reduction-operator", "violated")], rep.render_text()
+    assert "but the contract says (x + b)" in rep.violations()[0].message
+
+
+GEMV = """
+kernel gemv(A: f32[M, N], x: f32[N]) -> y: f32[M]:
+    grid(M)
+    block(128)
+    tag A[i, j] = (i, j)
+    tag y[i] = (i,) once
+    contract y[i] = sum(A[i, j] * x[j] for j)
+    row = block_id.x
+    acc = zeros(f32[1, 1], tv=(128, 2):(0, 0))
+    for c0 in range(0, N, 256):
+        a = load(A[row : row + 1, c0 : c0 + 256], tv=(128, 2):(2, 1), mask=True)
+        v = load(x[{window}], tv=(128, 2):(2, 1), mask=True)
+        acc = acc + reduce_sum(a * reshape(v, 1, 256), axis=1)
+    w = reduce_sum(acc, axis=1, scope=warp, lanes=0b11111)
+    part = shared(f32[1, 4])
+    store(part[0 : 1, warp_id : warp_id + 1], w, where=lane_id == 0)
+    barrier()
+    ps = load(part, tv=(128, 4):(0, 1))
+    total = reduce_sum(ps, axis=1)
+    store(y[row : row + 1], reshape(total, 1), where=thread_id == 0)
+"""
+
+
+def test_a_vector_reshaped_into_a_row_keeps_its_origin_through_the_reduction():
+    # the reshape of x's [256] tile to [1, 256] dropped x's origin, so the contract's sum over x's
+    # dimension 0 was "not computed": a false violation of every matrix-vector product
+    v = verdicts(GEMV.format(window="c0 : c0 + 256"))
+    assert status(v["reduction-operator"]) == {"proved"}
+    assert status(v["padding"]) == {"proved"}
+    assert "violated" not in status(v["reduction-coverage"])
+    # the x window one element off: never proved
+    v = verdicts(GEMV.format(window="c0 + 1 : c0 + 257"))
+    assert "proved" not in status(v["reduction-coverage"])

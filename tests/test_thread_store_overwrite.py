@@ -11,13 +11,8 @@ and its violations' witnesses reproduce."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-
-from argus_verify import smt
-from argus_verify.frontend import compile_source
-from argus_verify.replay import NOT_REPRODUCED, reproduce
-from argus_verify.runtime.interp import run
+from copy_twins import assert_proved_and_copies, assert_twin_violated, copies
 
 COPY = """\
 kernel copy(x: f32[N]) -> out: f32[N]:
@@ -67,35 +62,17 @@ BUGGY = [
 ]
 
 
-def _interp_ok(kernel) -> bool:
-    for n in (1, 300, 1001):
-        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
-        if not np.array_equal(run(kernel, {"x": x}, {"N": n})["out"], x):
-            return False
-    return True
-
-
 @pytest.mark.parametrize("name", list(CORRECT))
 def test_the_copy_through_per_thread_stores_is_proved_and_right(name):
-    assert CORRECT[name] != COPY or name == "if"
-    kernel = compile_source(CORRECT[name], f"{name}.arg")
-    rep = smt.verify(kernel, timeout_s=30.0)
-    assert rep.exit_code == 0, rep.render_text()
-    assert _interp_ok(kernel)
+    assert name == "if" or CORRECT[name] != COPY
+    assert_proved_and_copies(CORRECT[name], name)
 
 
 @pytest.mark.parametrize("name, edit", BUGGY, ids=[f"{b[0]}:{b[1][1].strip()[:40]}" for b in BUGGY])
 def test_its_one_edit_twin_is_rejected_wrong_and_reproduced(name, edit):
-    text = CORRECT[name]
-    assert edit[0] in text
-    kernel = compile_source(text.replace(edit[0], edit[1], 1), f"{name}.arg")
-    rep = smt.verify(kernel, timeout_s=30.0)
-    assert rep.violations(), rep.render_text()
-    assert not any("internal" in r.message for r in rep.results), rep.render_text()
-    for r in rep.violations():
-        assert reproduce(kernel, r)["status"] != NOT_REPRODUCED, r
+    kernel = assert_twin_violated(CORRECT[name], name, edit)
     try:
-        ok = _interp_ok(kernel)
+        ok = copies(kernel)
     except Exception:  # noqa: BLE001 - a fault (an uninitialised read, a race) is wrong too
         ok = False
     assert not ok
