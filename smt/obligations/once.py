@@ -23,7 +23,7 @@ from argus_verify.smt.query import solve
 from argus_verify.smt.records import boxes_of
 from argus_verify.smt.report import ObligationResult
 from argus_verify.smt.schedule import persistent_once
-from argus_verify.smt.writers import Writers
+from argus_verify.smt.writers import Writers, in_boxes
 from argus_verify.smt.zops import FALSE, TRUE, bv
 
 
@@ -581,6 +581,30 @@ class ThreadSkolemWriter(SkolemWriter):
     def view_rest(self, d, skip):
         return self.lin_eval(self.wr.dims[d][1], skip)
 
+    def interleaved(self, L, a, d, c) -> int:
+        """The trip count of the innermost loop L when its steps interleave with the threads' offsets
+        (`thread_id * 8 + k`, k < 8: the step, 1, is smaller than what the threads span) and the
+        element's offset alone does not give the iteration; 0 otherwise. Only a constant trip count
+        of at most GATED_TRIPS, with no smaller atom in the dimension."""
+        trips = _const_trips(L)
+        if L is not self.acc.node.loops[-1] or trips is None or not 1 < trips <= self.GATED_TRIPS:
+            return 0
+        if any(self.used[b][1] < c for b in self.same_dim(a)):
+            return 0
+        return trips if c * L.step < int(self.wr.hi[d] - self.wr.lo[d]) else 0
+
+    def least_written(self, S, ctx, inst, L, start, x, trips):
+        """The least iteration of L at which some thread's offset is x's (by the offsets the threads
+        write, `Writers.boxes`); the candidate is then checked like any other."""
+        def holds(i):
+            trial = V.Inst(inst.node, dict(inst.cnt), dict(inst.vals), inst.cons)
+            trial.cnt[L.var] = bv(i)
+            trial.vals[L.var] = Z.add(start, bv(i * L.step))
+            r = [Z.sub(x[e], self.wr.uniform_start(S, ctx, trial, e)) for e in range(len(x))]
+            return in_boxes(self.wr.boxes, r)
+
+        return _least(trips, holds)
+
     def view_lo(self, d) -> int:
         return int(self.wr.lo[d])
 
@@ -614,6 +638,9 @@ class ThreadSkolemWriter(SkolemWriter):
                     return None
                 off = Z.sub(Z.sub(Z.sub(x[d], rest), Z.mul(start, bv(c))), bv(int(self.wr.lo[d])))
                 m = Z.floordiv(off, bv(c * L.step))
+                interleaved = self.interleaved(L, a, d, c)
+                if interleaved:
+                    m = self.least_written(S, ctx, inst, L, start, x, interleaved)
             else:
                 m = bv(0)
             inst.cnt[L.var] = m
