@@ -293,11 +293,12 @@ class MemoryMixin:
         parts = []
         D = self.window
         for K in self.sh_writes[W.alloc.name]:
-            if K.footprint() is None and (writer is None or K.kind != "store" or W.kind != "store"):
+            by_thread = K.footprint() is None  # (only where the same thread's store is followed)
+            if by_thread and (writer is None or K.kind != "store" or W.kind != "store"):
                 continue
             cands = P.recent_before(S, ctx, K.node, r_inst, D) + P.next_after(S, ctx, K.node, w_inst, D)
             for k_inst, ex in cands:
-                if K.footprint() is None:
+                if by_thread:
                     # the same thread and value of K write the same offset at k_inst
                     tw, vw, off = writer
                     _, koff, kinshape = K.addr(S, ctx, k_inst, tw, vw)

@@ -251,8 +251,9 @@ class ReductionFlow:
                 return attrs.evolve(src, axes=tuple(reversed(src.axes)),
                                     aligned=tuple(reversed([src.along(i) for i in range(len(src.axes))])))
             if isinstance(s.type.coords, ir.Reshaped):
-                return _reshaped(src, s.type.coords.base.tile, s.type.coords.new_tile) or \
-                    attrs.evolve(src, axes=(None,) * rank, aligned=())
+                kept = _reshaped(src, s.type.coords.base.tile, s.type.coords.new_tile)
+                if kept is not None:
+                    return kept
             return attrs.evolve(src, axes=(None,) * rank, aligned=())
         if isinstance(op, ir.Cast):
             return env[op.arg]

@@ -337,6 +337,14 @@ def _const_trips(L) -> int | None:
     return None if lo is None or hi is None else max(0, -(-(hi - lo) // L.step))
 
 
+def _at_iteration(inst, L, start, i: int):
+    """A copy of instance `inst` at iteration i of loop L (which starts at `start`)."""
+    trial = V.Inst(inst.node, inst.cnt, inst.vals, inst.cons)
+    trial.cnt[L.var] = bv(i)
+    trial.vals[L.var] = Z.add(start, bv(i * L.step))
+    return trial
+
+
 def _least(count: int, holds):
     """The least i < count for which holds(i) (a Z3 condition), else count - 1, as a term."""
     choice = bv(count - 1)
@@ -352,19 +360,23 @@ class SkolemWriter:
 
     def __init__(self, an, acc, used, boxes):
         self.an, self.acc, self.used, self.boxes = an, acc, used, boxes
-        self.exact = self.disjoint(lambda d: acc.view.items[d][2])
+        self.exact = self.disjoint()
         self.gated = self.gated_loops()
 
-    def disjoint(self, extent) -> bool:
+    def extent(self, d) -> int:
+        """What one block and iteration writes along dimension d: the view's tile."""
+        return self.acc.view.items[d][2]
+
+    def disjoint(self) -> bool:
         """No two blocks or iterations write overlapping parts of the output: each atom's step spans
-        what one block and iteration writes along its dimension (`extent(d)`), and in a sub-tiled
+        what one block and iteration writes along its dimension (`extent`), and in a sub-tiled
         dimension each step spans all the smaller ones (constant trip counts), e.g. 32 >= 16 * 2 for
         `block_id.y * 32 + 16 * i`, i < 2."""
         loops = {L.var: L for L in self.acc.node.loops}
         exact = True
         for a, (d, c) in self.used.items():
             step = loops[a[1]].step if a[0] == "loop" else 1
-            if c * step < extent(d):
+            if c * step < self.extent(d):
                 exact = False
         for d in {d for d, _c in self.used.values()}:
             atoms = sorted(((c, a) for a, (e, c) in self.used.items() if e == d), reverse=True)
@@ -425,7 +437,7 @@ class SkolemWriter:
     def __call__(self, S, x):
         ok = []
         ctx = self.block(S, x, ok)
-        inst = self.instance(S, x, ctx, ok)
+        inst = None if ctx is None else self.instance(S, x, ctx, ok)
         if inst is None:
             return None
         coords = self.tile_coords(S, x, ctx, inst, ok)
@@ -438,13 +450,15 @@ class SkolemWriter:
         return Z.And(*ok), ctx, inst, coords
 
     def block(self, S, x, ok):
-        """The block that could write x (appending to `ok` that it exists)."""
+        """The block that could write x (appending to `ok` that it exists; None beyond the encoding)."""
         blocks = [bv(0), bv(0), bv(0)]
         for a, (d, c) in self.used.items():
             if a[0] == "blk":
                 # (the loop steps of a sub-tiled dimension are smaller than the block's: dropped by the floor)
-                rest = self.lin_eval(self.acc.view.items[d][1].lin, a, drop=self.same_dim(a))
-                blocks[a[1]] = Z.floordiv(Z.sub(x[d], rest), bv(c))
+                rest = self.lin_eval(self.start_lin(d), a, drop=self.same_dim(a))
+                if rest is None:
+                    return None
+                blocks[a[1]] = Z.floordiv(Z.sub(Z.sub(x[d], rest), bv(self.view_lo(d))), bv(c))
         for axis, b in self.strided_blocks(x).items():
             blocks[axis] = b
         self.gated_blocks(S, blocks)
@@ -508,12 +522,21 @@ class SkolemWriter:
             out[blk[0][1]] = Z.mod(Z.sub(t, k), bv(L.step)) if coef == 1 else Z.floordiv(Z.sub(t, k), bv(coef))
         return out
 
+    def start_lin(self, d):
+        """The affine form of the start of the view's dimension d (without the thread)."""
+        return self.acc.view.items[d][1].lin
+
     def view_rest(self, d, skip):
         """The start of the view's dimension d without the atom `skip` (sizes and constants only)."""
-        return self.lin_eval(self.acc.view.items[d][1].lin, skip)
+        return self.lin_eval(self.start_lin(d), skip)
 
     def view_lo(self, d) -> int:
         """The least tile coordinate written in dimension d."""
+        return 0
+
+    def interleaved(self, L, a, d, c) -> int:
+        """(ThreadSkolemWriter: an innermost loop whose steps interleave with the threads' offsets.)
+        A tile view's element gives its iteration directly."""
         return 0
 
     def instance(self, S, x, ctx, ok):
@@ -528,18 +551,19 @@ class SkolemWriter:
                 known = {b: ctx.block[b[1]] if b[0] == "blk" else inst.vals[b[1]]
                          for b in self.same_dim(a) if b[0] == "blk" or b[1] in inst.vals}
                 drop = [b for b in self.same_dim(a) if b not in known]
-                rest = self.lin_eval(self.acc.view.items[d][1].lin, a, known, drop)
+                rest = self.lin_eval(self.start_lin(d), a, known, drop)
                 if rest is None:
                     return None
-                m = Z.floordiv(Z.sub(Z.sub(x[d], rest), Z.mul(start, bv(c))), bv(c * L.step))
+                off = Z.sub(Z.sub(Z.sub(x[d], rest), Z.mul(start, bv(c))), bv(self.view_lo(d)))
+                m = Z.floordiv(off, bv(c * L.step))
+                interleaved = self.interleaved(L, a, d, c)
+                if interleaved:
+                    m = self.least_written(S, ctx, inst, L, start, x, interleaved)
             elif L.var in self.gated:
                 count, conds = self.gated[L.var]
 
                 def holds(i, L=L, start=start, conds=conds):
-                    trial = V.Inst(inst.node, inst.cnt, inst.vals, inst.cons)
-                    trial.cnt[L.var] = bv(i)
-                    trial.vals[L.var] = Z.add(start, bv(i * L.step))
-                    return Z.And(*V.conditions_hold(conds, S, ctx, trial))
+                    return Z.And(*V.conditions_hold(conds, S, ctx, _at_iteration(inst, L, start, i)))
 
                 m = _least(count, holds)
             else:
@@ -575,11 +599,15 @@ class ThreadSkolemWriter(SkolemWriter):
 
     def __init__(self, an, acc, used, wr):
         self.an, self.acc, self.used, self.wr = an, acc, used, wr
-        self.exact = self.disjoint(lambda d: int(wr.hi[d] - wr.lo[d]))
+        self.exact = self.disjoint()
         self.gated = {}  # (its instance takes every loop the view does not move with at the first iteration)
 
-    def view_rest(self, d, skip):
-        return self.lin_eval(self.wr.dims[d][1], skip)
+    def start_lin(self, d):
+        return self.wr.dims[d][1]
+
+    def extent(self, d) -> int:
+        """What the threads of one block and iteration write along dimension d."""
+        return int(self.wr.hi[d] - self.wr.lo[d])
 
     def interleaved(self, L, a, d, c) -> int:
         """The trip count of the innermost loop L when its steps interleave with the threads' offsets
@@ -591,15 +619,13 @@ class ThreadSkolemWriter(SkolemWriter):
             return 0
         if any(self.used[b][1] < c for b in self.same_dim(a)):
             return 0
-        return trips if c * L.step < int(self.wr.hi[d] - self.wr.lo[d]) else 0
+        return trips if c * L.step < self.extent(d) else 0
 
     def least_written(self, S, ctx, inst, L, start, x, trips):
         """The least iteration of L at which some thread's offset is x's (by the offsets the threads
         write, `Writers.boxes`); the candidate is then checked like any other."""
         def holds(i):
-            trial = V.Inst(inst.node, dict(inst.cnt), dict(inst.vals), inst.cons)
-            trial.cnt[L.var] = bv(i)
-            trial.vals[L.var] = Z.add(start, bv(i * L.step))
+            trial = _at_iteration(inst, L, start, i)
             r = [Z.sub(x[e], self.wr.uniform_start(S, ctx, trial, e)) for e in range(len(x))]
             return in_boxes(self.wr.boxes, r)
 
@@ -610,42 +636,10 @@ class ThreadSkolemWriter(SkolemWriter):
 
     def __call__(self, S, x):
         ok = []
-        blocks = [bv(0), bv(0), bv(0)]
-        for a, (d, c) in self.used.items():
-            if a[0] == "blk":
-                # (a sub-tiled dimension: the loops' smaller steps are dropped by the floor)
-                rest = self.lin_eval(self.wr.dims[d][1], a, drop=self.same_dim(a))
-                if rest is None:
-                    return None
-                blocks[a[1]] = Z.floordiv(Z.sub(Z.sub(x[d], rest), bv(self.view_lo(d))), bv(c))
-        for axis, b in self.strided_blocks(x).items():
-            blocks[axis] = b
-        self.gated_blocks(S, blocks)
-        ctx = V.Ctx(blocks, TRUE)
-        for g, b in zip(self.an.grid, blocks, strict=True):
-            ok += [Z.Le(bv(0), b), Z.Lt(b, g.fn(S, None, None, None))]
-        inst = V.Inst(self.acc.node)
-        for L in self.acc.node.loops:
-            start, trips = L.bounds(S, ctx, inst)
-            a = ("loop", L.var)
-            if a in self.used:
-                d, c = self.used[a]
-                known = {b: ctx.block[b[1]] if b[0] == "blk" else inst.vals[b[1]]
-                         for b in self.same_dim(a) if b[0] == "blk" or b[1] in inst.vals}
-                drop = [b for b in self.same_dim(a) if b not in known]
-                rest = self.lin_eval(self.wr.dims[d][1], a, known, drop)
-                if rest is None:
-                    return None
-                off = Z.sub(Z.sub(Z.sub(x[d], rest), Z.mul(start, bv(c))), bv(int(self.wr.lo[d])))
-                m = Z.floordiv(off, bv(c * L.step))
-                interleaved = self.interleaved(L, a, d, c)
-                if interleaved:
-                    m = self.least_written(S, ctx, inst, L, start, x, interleaved)
-            else:
-                m = bv(0)
-            inst.cnt[L.var] = m
-            inst.vals[L.var] = Z.add(start, Z.mul(m, bv(L.step)))
-            ok += [Z.Le(bv(0), m), Z.Lt(m, trips)]
+        ctx = self.block(S, x, ok)
+        inst = None if ctx is None else self.instance(S, x, ctx, ok)
+        if inst is None:
+            return None
         r = [Z.sub(x[d], self.wr.uniform_start(S, ctx, inst, d)) for d in range(len(x))]
         ex, named = self.wr.executes(S, ctx, inst, r)
         ok.append(ex)
