@@ -762,7 +762,7 @@ class TagDecl:
 
     tensor: str
     index_vars: tuple
-    components: tuple  # of IExpr over index_vars, sizes, tagfns
+    components: tuple  # of IExpr over index_vars, sizes, tagfns; None: `*` (inputs: matches any value)
     once: bool = False  # outputs: every element written exactly once
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
@@ -812,7 +812,15 @@ class CConst:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
-CExpr = CElem | CReduce | CBin | CUn | CConst
+@attrs.frozen
+class CScalar:
+    """A floating-point scalar parameter of the kernel (`alpha` in `x[i] * alpha`)."""
+
+    name: str
+    span: Span = attrs.field(default=NO_SPAN, eq=False)
+
+
+CExpr = CElem | CReduce | CBin | CUn | CConst | CScalar
 
 
 @attrs.frozen
@@ -920,13 +928,77 @@ class Kernel:
         return tuple(p for p in self.tensors if p.output)
 
     def tag_of(self, tensor: str) -> TagDecl | None:
+        """`tensor`'s tag: declared, or for an input that a contract reads and no `tag` names, the
+        one the contract implies (`derived_tag`)."""
         for t in self.tags:
             if t.tensor == tensor:
                 return t
-        return None
+        return derived_tag(self, tensor)
 
     def shared_allocs(self) -> list:
         return [s for s in walk_stmts(self.body) if isinstance(s, SharedAlloc)]
+
+
+def derived_tag(kernel: Kernel, tensor: str) -> TagDecl | None:
+    """The tag that the contracts imply for an untagged tensor, where they imply one.
+
+    `contract out[i, j] = x[i, j] + b[j]` with `tag out[i, j] = (i, j)` says that the b element
+    combined into out[i, j] is b[j]: b[j] carries (*, j), the output tag's components that depend
+    only on b's indices (the rest `*`). Without it, an untagged b agrees with every tag and a kernel
+    that reads b[j + 1] is proved. An input read at a reduction variable keeps the components of
+    its other indices (`sum(x[i, k] for k)` into out[i]: x[i, k] carries (i,)). None where the
+    reads disagree (`_implied_tag`), no component is left, or the output has no tag (the caller
+    says the indexing is not checked). An output takes (i, j) from its contract where the kernel
+    declares no tag at all."""
+    if tensor not in {p.name for p in kernel.inputs}:
+        contract = kernel.contract_of(tensor)
+        if contract is None or kernel.tags:
+            return None
+        # a kernel that declares no tag at all: its contract names each output element by its
+        # indices, so out[i, j] must receive what is tagged (i, j) (no `once`: that is not claimed)
+        return TagDecl(tensor, contract.index_vars, tuple(IVar(v) for v in contract.index_vars), False,
+                       contract.span)
+    found = None
+    for c in kernel.contracts:
+        tuples = {e.indices for e in contract_elements(c.expr) if e.tensor == tensor}
+        if not tuples:
+            continue
+        out = kernel.tag_of(c.tensor)
+        decl = _implied_tag(tensor, tuples, c, out) if out is not None else None
+        if decl is None or (found is not None and found != decl):
+            return None
+        found = decl
+    return found
+
+
+def _implied_tag(tensor: str, tuples: set, contract: Contract, out: TagDecl) -> TagDecl | None:
+    """The tag of `tensor`, read by `contract` at the index tuples `tuples`, in `out`'s terms: each
+    dimension an output variable indexes takes that variable's name in `out`'s declaration, and
+    the tag keeps the components of `out` over those names alone (`*` elsewhere). A dimension read
+    only at reduction variables adds none (the reduction stars it anyway). None where a dimension
+    is indexed by two output variables, or one variable by two dimensions."""
+    rank = len(next(iter(tuples)))
+    names = []
+    for d in range(rank):
+        at = {t[d] for t in tuples if t[d] in contract.index_vars}
+        if len(at) > 1:
+            return None
+        names.append(out.index_vars[contract.index_vars.index(at.pop())] if at else f"*{d}")
+    if any(len(set(t)) != len(t) for t in tuples) or len(set(names)) != rank:
+        return None
+    present = set(names)
+    comps = tuple(e if {x.name for x in walk_iexpr(e) if isinstance(x, IVar)} & set(out.index_vars) <= present
+                  else None for e in out.components)
+    if all(x is None for x in comps):
+        return None
+    return TagDecl(tensor, tuple(names), comps, False, contract.span)
+
+
+def untagged_contract_inputs(kernel: Kernel) -> list:
+    """Inputs that a contract reads and that carry no tag, declared or derived: the elements of
+    them that reach the output are not checked."""
+    names = dict.fromkeys(e.tensor for c in kernel.contracts for e in contract_elements(c.expr))
+    return [n for n in names if kernel.tag_of(n) is None]
 
 
 def walk_stmts(body):

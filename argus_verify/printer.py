@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from argus_verify import ir
 from argus_verify.semantics import INT_OPS
 from argus_verify.visitor import Visitor
@@ -234,12 +236,17 @@ def format_kernel(k: ir.Kernel) -> str:
     for r in k.requires:
         lines.append(f"  requires {fmt_iexpr(r)}")
     for t in k.tags:
-        comps = ", ".join(fmt_iexpr(c) for c in t.components) + ("," if len(t.components) == 1 else "")
-        lines.append(f"  tag {t.tensor}[{', '.join(t.index_vars)}] = ({comps}){' once' if t.once else ''}")
+        lines.append(f"  {fmt_tag_decl(t)}")
     for f in k.tagfns:
         lines.append(f"  tagfn {f.name}({', '.join(f.params)}) = {fmt_iexpr(f.body)}")
     for c in k.contracts:
         lines.append(f"  contract {c.tensor}[{', '.join(c.index_vars)}] = {fmt_cexpr(c.expr)}")
+    declared = {t.tensor for t in k.tags}
+    for p in k.tensors:
+        implied = k.tag_of(p.name) if p.name not in declared else None
+        if implied is not None:  # a dimension read only at reduction variables prints as `_`
+            names = tuple("_" if n.startswith("*") else n for n in implied.index_vars)
+            lines.append(f"  {fmt_tag_decl(attrs.evolve(implied, index_vars=names))}   # implied by the contract")
     lines.append("  body:")
     for s in k.body:
         lines += fmt_stmt(s)
@@ -268,9 +275,19 @@ def kernel_json(k: ir.Kernel) -> dict:
         "contracts": [{"tensor": c.tensor, "index": list(c.index_vars), "expr": fmt_cexpr(c.expr)}
                       for c in k.contracts],
         "tags": [{"tensor": t.tensor, "index": list(t.index_vars),
-                  "components": [fmt_iexpr(c) for c in t.components], "once": t.once} for t in k.tags],
+                  "components": [_fmt_tag_component(c) for c in t.components], "once": t.once} for t in k.tags],
         "body": [stmt(s) for s in k.body],
     }
+
+
+def _fmt_tag_component(c) -> str:
+    return "*" if c is None else fmt_iexpr(c)
+
+
+def fmt_tag_decl(t: ir.TagDecl) -> str:
+    """`tag x[i, j] = (i, j) once`, with `*` for a component that matches any value."""
+    comps = ", ".join(_fmt_tag_component(c) for c in t.components) + ("," if len(t.components) == 1 else "")
+    return f"tag {t.tensor}[{', '.join(t.index_vars)}] = ({comps}){' once' if t.once else ''}"
 
 
 def fmt_cexpr(e, parent_prec: int = 0) -> str:
@@ -287,6 +304,8 @@ def fmt_cexpr(e, parent_prec: int = 0) -> str:
         prec = 1 if e.op in "+-" else 2
         text = f"{fmt_cexpr(e.a, prec)} {e.op} {fmt_cexpr(e.b, prec + 1)}"
         return f"({text})" if prec < parent_prec else text
+    if isinstance(e, ir.CScalar):
+        return e.name
     if isinstance(e, ir.CConst):
         return repr(e.value) if e.value == e.value and abs(e.value) != float("inf") else (
             "nan" if e.value != e.value else ("inf" if e.value > 0 else "-inf"))

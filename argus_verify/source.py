@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from argus_verify import ir
 from argus_verify.layout import row_major
-from argus_verify.printer import fmt_cexpr, fmt_iexpr, fmt_operand, hopper_stmt_source
+from argus_verify.printer import fmt_cexpr, fmt_iexpr, fmt_operand, fmt_tag_decl, hopper_stmt_source
 from argus_verify.visitor import Visitor
 
 __all__ = ["format_source"]
@@ -175,8 +175,7 @@ def format_source(k: ir.Kernel) -> str:
     if k.policies:
         lines.append(f"{pad}policy({', '.join(f'{n}={v!r}' for n, v in k.policies)})")
     for t in k.tags:
-        comps = ", ".join(fmt_iexpr(c) for c in t.components) + ("," if len(t.components) == 1 else "")
-        lines.append(f"{pad}tag {t.tensor}[{', '.join(t.index_vars)}] = ({comps}){' once' if t.once else ''}")
+        lines.append(f"{pad}{fmt_tag_decl(t)}")
     for c in k.contracts:
         lines.append(f"{pad}contract {c.tensor}[{', '.join(c.index_vars)}] = {fmt_cexpr(c.expr)}")
     lines += _block(k.body, pad)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from argus_verify import atoms, ir
 from argus_verify.frontend import integers
 from argus_verify.frontend.arguments import CallSite
-from argus_verify.frontend.values import DTYPES, DTypeVal, FloatVal, FragVal, IntVal, ScalarVal
+from argus_verify.frontend.values import DTYPES, DTypeVal, FloatVal, FragVal, IntVal, ScalarVal, ViewVal
 from argus_verify.instructions import BUILTINS, reduce_op, unary_op
 
 if TYPE_CHECKING:
@@ -44,7 +44,15 @@ def _operand(b: KernelBuilder, v, node, dtype: str) -> ir.Operand:
         return ir.FScalar(ir.IVar(v.name))
     if isinstance(v, IntVal):
         return ir.FConst(float(v.const)) if v.const is not None else ir.FScalar(v.expr)
+    if isinstance(v, ViewVal):
+        raise memory_operand(b, node, v)
     raise b.err(node, "this operand cannot be used in arithmetic on fragments")
+
+
+def memory_operand(b: KernelBuilder, node, v: ViewVal):
+    """The error for `x[i] * 2.0`: an indexed tensor names memory, not the values in it."""
+    return b.err(node, f"'{v.view.base}[...]' is memory, not a value: load it into a fragment first "
+                       f"(load({v.view.base}[...], tv=...))")
 
 
 def math_function(site: CallSite) -> FragVal:

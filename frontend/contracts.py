@@ -59,6 +59,13 @@ def _expr(b: KernelBuilder, n, bound: set) -> ir.CExpr:
                          else float(int(str(n.children[0]).replace("_", ""), 0)), b.sp(n))
     if kind == "name" and str(n.children[0]) in b.consts:
         return ir.CConst(float(b.consts[str(n.children[0])]), b.sp(n))
+    if kind == "name":
+        p = next((p for p in b.params if p.name == str(n.children[0])), None)
+        if isinstance(p, ir.ScalarParam):
+            if not ir.is_float(p.dtype):
+                raise b.err(n, f"'{p.name}' is an integer parameter; a contract uses floating-point scalars "
+                               "(integers index its elements through the contract's variables)")
+            return ir.CScalar(p.name, b.sp(n))
     if kind == "name" and str(n.children[0]) in ("inf", "nan"):
         return ir.CConst(float(str(n.children[0])), b.sp(n))
     raise b.err(n, "a contract is built from input elements (x[i, j]), reductions (sum(... for k)), "

@@ -162,6 +162,8 @@ def binary(b: KernelBuilder, n, op: str, x: Val, y: Val, nx, ny) -> Val:
         return compute.elementwise(b, n, op, [x, y], [nx, ny])
     if isinstance(x, LayoutVal | TupleVal) or isinstance(y, LayoutVal | TupleVal):
         raise b.err(n, f"'{op}' is not defined on layouts or tuples")
+    if isinstance(x, ViewVal) or isinstance(y, ViewVal):
+        raise compute.memory_operand(b, nx if isinstance(x, ViewVal) else ny, x if isinstance(x, ViewVal) else y)
     raise b.err(n, f"'{op}' cannot combine these operands")
 
 
@@ -215,5 +217,10 @@ _KINDS = {
     "call": calls.call, "subscript": views.subscript, "neg": negation, "binop": binary_operator,
     "binop_or": binary_operator, "binop_xor": binary_operator, "binop_and": binary_operator, "compare": comparison,
     "and_op": logical, "or_op": logical, "not_op": logical_not, "ternary": conditional,
-    "generator_call": contracts.outside_contract,
+    "generator_call": contracts.outside_contract, "star": lambda b, n: _star_outside_tag(b, n),
 }
+
+
+def _star_outside_tag(b: KernelBuilder, n):
+    raise b.err(n, "'*' stands only for a component of an input's tag that matches any value "
+                   "(tag b[j] = (*, j): a vector broadcast along the rows)")

@@ -198,9 +198,12 @@ def tag_decl(b: KernelBuilder, n: Tree):
         raise b.err(once, "'once' applies to outputs only")
     b.scopes.append({i: IntVal(ir.IVar(i), True) for i in idx})
     try:
-        comps = [_tag_component(b, c) for c in (expr.children if expr.data in ("tuple", "tuple1") else [expr])]
+        items = expr.children if expr.data in ("tuple", "tuple1") else [expr]
+        comps = [_tag_component(b, c, tp.output) for c in items]
     finally:
         b.scopes.pop()
+    if all(c is None for c in comps):
+        raise b.err(expr, "a tag needs a component that is not '*' (leave the tensor untagged instead)")
     b.tags.append(ir.TagDecl(name, tuple(idx), tuple(comps), once is not None, b.sp(n)))
 
 
@@ -217,7 +220,13 @@ def index_variables(b: KernelBuilder, names, kind: str, tensor: str, rank: int) 
     return idx
 
 
-def _tag_component(b: KernelBuilder, c) -> ir.IExpr:
+def _tag_component(b: KernelBuilder, c, output: bool) -> ir.IExpr | None:
+    """One component of a tag: an integer expression, or None for `*` (an input's component that
+    matches any value, as a reduced one does: `tag bias[j] = (*, j)` broadcasts along the rows)."""
+    if isinstance(c, Tree) and c.data == "star":
+        if output:
+            raise b.err(c, "an output's tag names every component; '*' is for inputs (a broadcast vector)")
+        return None
     v = b.value(c)
     if not isinstance(v, IntVal):
         raise b.err(c, "a tag component must be an integer expression")

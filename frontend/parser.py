@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -126,7 +127,7 @@ def _terminal_name(name: str) -> str:
     return f"'{name.lower()}'"
 
 
-_EXPR_START = {"NAME", "INT", "FLOAT", "LPAR", "MINUS", "PLUS", "TRUE", "FALSE", "NOT"}
+_EXPR_START = {"NAME", "INT", "FLOAT", "LPAR", "MINUS", "PLUS", "TRUE", "FALSE", "NOT", "STAR"}
 
 
 def _describe_expected(expected) -> str:
@@ -221,6 +222,12 @@ def _check_depth(tree: Tree, filename: str) -> None:
         stack.extend((c, depth + 1) for c in node.children if isinstance(c, Tree))
 
 
+def _subscript_statement(text: str, pos: int) -> bool:
+    """Whether the line before `pos` is a statement that starts with a subscripted name (`y[i] `)."""
+    start = text.rfind("\n", 0, pos) + 1
+    return re.fullmatch(r"\s*[A-Za-z_]\w*\s*\[.*\]\s*", text[start:pos]) is not None
+
+
 def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ArgusSyntaxError:
     # long: one branch per kind of parse failure, each with its own position and wording; they share
     # the position of the error and of an unclosed bracket computed at the top
@@ -253,6 +260,11 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ArgusSyntaxEr
                 expected = ", expected ':'"
             return ArgusSyntaxError("unexpected end of line" + expected, Span(filename, line, col))
         width = max(1, len(str(tok.value)))
+        if str(tok.value) == "=" and _subscript_statement(text, tok.start_pos or 0):
+            # Python's `y[i] = v`: the language writes memory through store()
+            return ArgusSyntaxError("cannot assign to an element or slice; write memory with "
+                                    "store(y[i], value) (names are bound with `name = value`)",
+                                    Span(filename, line, col, line, col + width))
         return ArgusSyntaxError(f"unexpected {str(tok.value)!r}" + expected,
                                 Span(filename, line, col, line, col + width))
     return ArgusSyntaxError(str(e).splitlines()[0], Span(filename, line, col))

@@ -23,6 +23,7 @@ The language in brief:
 - Required: `grid(x[, y[, z]])` (use cdiv(N, BLOCK)), `block(threads)` (a multiple of 32).
 - `tag x[i, j] = (i, j)` on inputs; `tag out[i, j] = (i, j) once` is the output contract: out[i, j] must get
   a value computed from elements tagged (i, ...), exactly once. Reductions drop the reduced tag component.
+  A vector broadcast along the rows is tagged `tag bias[j] = (*, j)` (`*` matches any row).
 - `load(x[r0 : r0 + R, c0 : c0 + C], tv=((threads), (values)):(strides), mask=True, other=0.0)` gives a
   fragment: thread t, value v holds the tile element at row-major flat index layout(t, v). mask=True guards
   the ragged edges. `store(out[...], frag, mask=True, where=cond)`.

@@ -475,6 +475,7 @@ def _gemm(f: Family, k: dict) -> str:
     else:
         lines += [f"    tag {a}[{'k, i' if ta else 'i, k'}] = (i, k)",
                   f"    tag {b}[{'j, k' if tb else 'k, j'}] = (k, j)",
+                  *_epilogue_tags(extra),
                   "    tag C[i, j] = (i, j) once"]
     zi = "z, " if batched else ""
     lines += [
@@ -512,6 +513,17 @@ def _gemm(f: Family, k: dict) -> str:
     ]
     _gemm_epilogue(f, extra, lines, zi)
     return "\n".join(lines) + "\n"
+
+
+def _epilogue_tags(extra: dict) -> list:
+    """Tags of a GEMM epilogue's operands, so that the verifier checks which elements reach C[i, j]:
+    a bias varies along the columns only (`*` matches every row), a residual is C-shaped."""
+    out = []
+    if "bias" in extra:
+        out.append(f"    tag {extra['bias']}[j] = (*, j)")
+    if "add" in extra:
+        out.append(f"    tag {extra['add']}[i, j] = (i, j)")
+    return out
 
 
 def _gemm_epilogue(f: Family, extra: dict, lines: list, zi: str) -> None:
@@ -568,6 +580,7 @@ def _gemm_pipelined(f: Family, k: dict) -> str:
         "    policy(min_blocks_per_sm=2)",
         f"    tag {a}[i, k] = (i, k)",
         f"    tag {b}[k, j] = (k, j)",
+        *_epilogue_tags(extra),
         "    tag C[i, j] = (i, j) once",
         "    m0 = block_id.y * BM",
         "    n0 = block_id.x * BN",

@@ -89,9 +89,9 @@ class Analysis(
         self.param_names = tuple(
             p.name for p in kernel.params if isinstance(p, ir.ScalarParam) and not ir.is_float(p.dtype)
         )
-        self.tagdecls = {t.tensor: t for t in kernel.tags}
+        self.tagdecls = {t.name: d for t in kernel.tensors if (d := kernel.tag_of(t.name)) is not None}
         self.tagfns = {f.name: f for f in kernel.tagfns}
-        self.K = max([len(t.components) for t in kernel.tags] + [1])
+        self.K = max([len(t.components) for t in self.tagdecls.values()] + [1])
         self.tensors = {t.name: t for t in kernel.tensors}
         self.ints = IntCompiler(self)
         self.tag_terms = TagTerms(self)
@@ -197,7 +197,7 @@ class Analysis(
         if decl is None:
             return V.untagged(self.K)
         bind = {n: x for n, x in zip(decl.index_vars, e, strict=True)}
-        vals = [self.term(c, bind) for c in decl.components]
+        vals = [None if c is None else self.term(c, bind) for c in decl.components]
         return V.tagged(vals, self.K)
 
     def term(self, e, bind):

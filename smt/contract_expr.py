@@ -66,6 +66,8 @@ def of_contract(e) -> tuple:
         return ("elem", e.tensor)
     if isinstance(e, ir.CConst):
         return ("const", float(e.value))
+    if isinstance(e, ir.CScalar):
+        return ("scalar", e.name)
     if isinstance(e, ir.CUn):
         return ("un", e.op, of_contract(e.a))
     if isinstance(e, ir.CBin):
@@ -83,6 +85,8 @@ def render(t) -> str:
         return t[1]
     if kind == "const":
         return f"{t[1]:g}"
+    if kind == "scalar":
+        return t[1]
     if kind == "un":
         return f"{t[1]}({render(t[2])})"
     if kind == "bin":
@@ -108,7 +112,7 @@ class Equivalence:
 
     def term(self, t):
         kind = t[0]
-        if kind == "elem":
+        if kind in ("elem", "scalar"):  # a tensor's element or a scalar parameter (their names differ)
             return self.vars.setdefault(t[1], z3.Real(t[1]))
         if kind == "const":
             v = t[1]

@@ -294,8 +294,8 @@ class ReductionFlow:
         if all(f is None or f.const is not None for f in flows) and all(
                 c is not None or f is not None for c, f in zip(consts, flows, strict=True)):
             const = _apply(op.op, [f.const if f is not None else c for f, c in zip(flows, consts, strict=True)])
-        terms = [f.expr if f is not None else (("const", c) if c is not None else None)
-                 for f, c in zip(flows, consts, strict=True)]
+        terms = [f.expr if f is not None else (("const", c) if c is not None else self.scalar_term(a))
+                 for f, c, a in zip(flows, consts, op.args, strict=True)]
         if len(terms) == 2:
             expr = X.combine(op.op, *terms)
         else:
@@ -303,6 +303,15 @@ class ReductionFlow:
         aligned = tuple(frozenset().union(*[f.along(i) for f in frags if len(f.axes) == len(axes)])
                         for i in range(len(axes)))
         return Flow(axes, families, self.padding_through(op.op, flows, consts), const, expr, aligned)
+
+    def scalar_term(self, arg):
+        """The term of a floating-point scalar parameter (`xs * alpha`); None for any other operand
+        (an integer used as a float is not followed)."""
+        if isinstance(arg, ir.FScalar) and isinstance(arg.expr, ir.IVar):
+            p = next((p for p in self.k.params if p.name == arg.expr.name), None)
+            if isinstance(p, ir.ScalarParam) and ir.is_float(p.dtype):
+                return ("scalar", p.name)
+        return None
 
     def padding_through(self, opname, flows, consts) -> tuple:
         """Padded elements pushed through an elementwise op: other operands are their own padding,

@@ -45,6 +45,12 @@ AUDIT_ONLY = ("shuffle", "cp-async")  # raised by `argus audit` on PTX; .arg ker
 STATUSES = ("proved", "violated", "unknown", "warning", "vacuous")
 
 
+def _own_vacuity(r) -> bool:
+    """A result vacuous for a reason of its own (an assertion over tags that are never present),
+    rendered at its line; the launch's vacuity is one line for every obligation it empties."""
+    return r.status == "vacuous" and "components" in r.detail
+
+
 @attrs.define
 class ObligationResult:
     obligation: str  # one of OBLIGATIONS
@@ -206,6 +212,8 @@ class VerifyReport:
         """reason -> the obligations vacuous for it (they share the launch's reason: one line each)."""
         out: dict = {}
         for r in self.vacuous():
+            if _own_vacuity(r):
+                continue
             names = out.setdefault(r.message, [])
             if r.obligation not in names:
                 names.append(r.obligation)
@@ -228,7 +236,7 @@ class VerifyReport:
                 continue
             if r.status == "proved":
                 blocks.append(f"{r.location}: proved: {r.message} [{r.obligation}]")
-            elif r.status != "vacuous":
+            elif r.status != "vacuous" or _own_vacuity(r):
                 blocks.append(r.render())
         for message, names in self.vacuous_groups().items():
             blocks.append(f"{self.file}: vacuous: {message} [{', '.join(names)}]")

@@ -99,14 +99,14 @@ class Division:
 
 def check_launch(kernel: ir.Kernel, shapes: dict, timeout_s: float) -> Launch:
     """The `launch` obligation's results, and whether every other obligation is vacuous."""
-    with _int_encoding():
+    with int_encoding():
         return _Launcher(kernel, shapes, timeout_s).check()
 
 
 def admissibility(kernel: ir.Kernel, shapes: dict, timeout_s: float, size_cap: bool = True) -> Admissibility:
     """Whether some launch satisfies the sizes' range (`size_cap`: also the verifier's upper
     bound), the given `shapes` and every `requires`."""
-    with _int_encoding():
+    with int_encoding():
         return _Launcher(kernel, shapes, timeout_s).admissibility(bool(shapes), size_cap)
 
 
@@ -119,7 +119,7 @@ def mark_vacuous(results: list, reason: str) -> None:
 
 
 @contextlib.contextmanager
-def _int_encoding():
+def int_encoding():
     """Build terms in the integer encoding, with fresh range facts; leave the mode as it was."""
     saved = Z.MODE
     Z.set_mode("int")
@@ -142,7 +142,7 @@ class _Launcher:
             for p in kernel.params
             if isinstance(p, ir.ScalarParam) and not ir.is_float(p.dtype)
         }
-        self.terms = _SizeTerms(kernel)
+        self.terms = SizeTerms(kernel)
         env = {**self.sizes, **self.scalars}
         self.grid = [self.terms.term(g, env) for g in kernel.grid]
         self.env = {**env, **{f"num_blocks.{a}": g for a, g in zip("xyz", self.grid, strict=True)}}
@@ -381,7 +381,7 @@ def _constants(term) -> set:
     return out
 
 
-class _SizeTerms(Visitor, families=("int_exprs",)):
+class SizeTerms(Visitor, families=("int_exprs",)):
     """The Z3 term of an integer expression of sizes, scalars, constants and the execution point's
     variables in `env` (in the body: the thread and block ids, the loop variables), or None for one
     that depends on anything else (a let the check does not follow, a tag)."""

@@ -124,7 +124,7 @@ def untagged(K: int, trace=None) -> TagVal:
 
 
 def tagged(values, K: int, trace=None) -> TagVal:
-    comps = [(v, FALSE) for v in values[:K]]
+    comps = [(bv(0), TRUE) if v is None else (v, FALSE) for v in values[:K]]  # None: a declared `*`
     comps += [(bv(0), TRUE)] * (K - len(comps))  # absent components behave like `*`
     return TagVal(FALSE, comps, trace=trace)
 

@@ -316,6 +316,35 @@ def test_hopper_source_of_unknown_is_reproduced_with_its_reason(case):
     if case == "protocol_obligation_not_proved":  # the violation that the proof relied on is reported
         assert [r.obligation for r in rep.results if r.status == "violated"] == ["bulk-group"]
 
+# whole kernels whose contract reads an input that no tag names: (text, obligation, reason)
+CONTRACT_SOURCES = {
+    # x[j] is read at the reduction's variable, so y's tag implies none for it (a bias b[j] beside
+    # out[i, j] takes (*, j): tests/test_broadcast_tags.py)
+    "contract_input_without_tag": ("""\
+kernel {name}(A: f32[M, N], x: f32[N]) -> y: f32[M]:
+    requires N <= 256
+    grid(M)
+    block(256)
+    tag A[i, j] = (i, j)
+    tag y[i] = (i,) once
+    contract y[i] = sum(A[i, j] * x[j] for j)
+    a = load(A[block_id.x : block_id.x + 1, 0 : 256], tv=(256, 256):(0, 1), mask=True)
+    v = load(x[0 : 256], tv=(256, 256):(0, 1), mask=True)
+    s = reduce_sum(a * reshape(v, 1, 256), axis=1)
+    store(y[block_id.x : block_id.x + 1], reshape(s, 1), where=thread_id == 0)
+""", "output-contract", "the contract reads x, which no tag names, so which of its elements reach y is not checked: "
+        "declare tag x[j] = (*, j)"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONTRACT_SOURCES))
+def test_contract_source_of_unknown_is_reproduced_with_its_reason(case):
+    text, obligation, reason = CONTRACT_SOURCES[case]
+    rep = smt.verify(compile_source(text.format(name=case), f"{case}.arg"), timeout_s=TIMEOUT)
+    assert any(reason in m for m in unknown_reasons(rep, obligation)), rep.render_text()
+    assert rep.exit_code == 3
+
+
 def test_solver_time_limit_is_named_with_its_value():
     rep = smt.verify(compile_file(ROOT / "specs" / "gemm_simt.arg"), timeout_s=0.001, checks=("output-contract",))
     assert any("solver gave up after 0.001 s" in m for m in unknown_reasons(rep, "output-contract")), rep.render_text()
@@ -366,5 +395,5 @@ def test_docs_list_exactly_these_sources():
     text = (ROOT / "docs" / "verify.md").read_text()
     section = text.split("## Sources of unknown", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `([a-z_]+)` \|", section, re.M))
-    cases = {*SOURCES, *HOPPER_SOURCES, *FRONT_END, SOLVER_LIMIT, INTERNAL_ERROR}
+    cases = {*SOURCES, *HOPPER_SOURCES, *CONTRACT_SOURCES, *FRONT_END, SOLVER_LIMIT, INTERNAL_ERROR}
     assert listed == cases

@@ -38,7 +38,8 @@ def check_assertion_list(an, timeout, asserts) -> list:
         span = span_of(node)
         if res.status != "violated":
             proved = stmt.source or src_text(span)
-            out.append(result_from(res, "tag-assertion", span, "tag assertion could not be proved", proved))
+            result = result_from(res, "tag-assertion", span, "tag assertion could not be proved", proved)
+            out.append(_vacuous(an, timeout, result, node, frags, fragenv, names))
             continue
         ev = res.ev
         w = witness_base(an, ev, ctx, inst, t, v)
@@ -75,20 +76,33 @@ def check_assertion_list(an, timeout, asserts) -> list:
     return out
 
 
+def _vacuous(an, timeout, result, node, frags, fragenv, names) -> ObligationResult:
+    """A proof of an assertion over tag components that no point has (the data it reads is untagged,
+    or `*` there) checks nothing: vacuous, not proved."""
+    comps = sorted({f"tag({fragenv[f].label})[{k}]" for kind, f, k in frags if kind == "tag"})
+    if result.status != "proved" or not comps:
+        return result
+    build = partial(assertion_query, node=node, cond=None, frags=frags, fragenv=fragenv, names=names)
+    seen, _, _ = solve(an, timeout, build, validate=False, minimize=False)
+    if seen.status != "proved":  # some point has them (or the solver could not tell: no claim)
+        return result
+    return ObligationResult("tag-assertion", "vacuous", result.location,
+                            f"the assertion checks nothing: {', '.join(comps)} is untagged or '*' wherever it "
+                            "runs (declare the input's tag there)", detail={"components": comps},
+                            seconds=result.seconds + seen.seconds)
+
+
 def assertion_query(q, node, cond, frags, fragenv, names):
-    """A point where the assertion's tags are present and sound but its condition fails."""
+    """A point where the assertion's tags are present and sound but its condition fails (with
+    `cond` None: where they are present at all)."""
     S, ctx, inst, t = point(q, node)
     nvals = fragenv[names[0]].typ.values if names else 1
     v = value_var(q, nvals)
     tags = {n: fragenv[n].tag(S, ctx, inst, t, v) for n in names}
     present = [tags[f].present(k) for kind, f, k in frags if kind == "tag"]
-    q.add(
-        node.guard(S, ctx, inst, t),
-        *present,
-        *[Z.Not(tags[n].err) for n in names],
-        *[tags[n].cons for n in names],
-    )
-    q.add(Z.Not(Z.i2b(cond.fn(S, ctx, inst, t, v))))
+    q.add(node.guard(S, ctx, inst, t), *present, *[tags[n].cons for n in names])
+    if cond is not None:  # (an element already wrong upstream is reported there, once)
+        q.add(*[Z.Not(tags[n].err) for n in names], Z.Not(Z.i2b(cond.fn(S, ctx, inst, t, v))))
     return S, ctx, inst, t, v, tags
 
 

@@ -1,9 +1,25 @@
-"""output-contract: every stored output element carries its declared tag (`*` components dropped)."""
+"""output-contract: every stored output element carries its declared tag (`*` components dropped).
+
+Declared tags must also say what the contract says (`check_tag_agreement`). The proof compares
+tags: out[i, j] receives a value tagged as the output's `tag`
+says. That proves the contract only where the tags of the contract's inputs, at the indices the
+contract reads them, agree with the output's tag at the contract's indices. With
+`tag out[j, i] = (j, i)`, `tag x[i, j] = (i, j)` and `contract out[j, i] = x[i, j]`, a kernel
+that copies without transposing carries the tags the output asks for, and the contract is false.
+So each component of an input's declared tag that depends on the output's indices alone must
+equal the output's component for all indices (Z3 over the integers); components over a
+reduction's variable are the reduction's (it stars them), and `*` matches anything.
+"""
 
 from __future__ import annotations
 
+import time
 from functools import partial
 
+import z3
+
+from argus_verify import ir
+from argus_verify.printer import fmt_iexpr
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
 from argus_verify.smt.obligations.common import (
@@ -21,11 +37,13 @@ from argus_verify.smt.obligations.common import (
 )
 from argus_verify.smt.query import solve
 from argus_verify.smt.report import ObligationResult
+from argus_verify.smt.vacuity import SizeTerms, int_encoding
 from argus_verify.smt.zops import OPS, TRUE
 
 
 def check_contracts(an, timeout) -> list:
-    out = []
+    out = [_untagged_output(c) for c in an.k.contracts if an.tagdecls.get(c.tensor) is None]
+    out += check_tag_agreement(an.k, timeout)
     for acc, frag in an.out_stores:
         decl = an.tagdecls.get(acc.tensor)
         if decl is None:
@@ -33,12 +51,70 @@ def check_contracts(an, timeout) -> list:
         build = partial(contract_query, an=an, acc=acc, frag=frag, decl=decl)
         res, q, (ctx, inst, t, v, e, tg, declared) = solve(an, timeout, build)
         span = span_of(acc.node)
+        missing = _untagged_reads(an.k, acc.tensor)
         if res.status != "violated":
             proved = f"{acc.tensor} receives the declared tags"
-            out.append(result_from(res, "output-contract", span, "output contract could not be proved", proved))
+            result = result_from(res, "output-contract", span, "output contract could not be proved", proved)
+            if result.status == "proved" and missing:  # an untagged element agrees with every tag
+                result = _unchecked_inputs(an.k, acc.tensor, missing, span, res.seconds)
+            out.append(result)
             continue
-        out.append(contract_violation(an, acc, frag, res, span, (ctx, inst, t, v, e, tg, declared)))
+        violation = contract_violation(an, acc, frag, res, span, (ctx, inst, t, v, e, tg, declared))
+        if violation.detail["lhs"] is None and missing:
+            # no tag at all: the value may come from the untagged inputs alone, which is no error
+            violation = _unchecked_inputs(an.k, acc.tensor, missing, span, res.seconds)
+        out.append(violation)
     return out
+
+
+def _untagged_output(contract) -> ObligationResult:
+    """A contract whose output has no tag while other tensors have: nothing compares the data that
+    reaches the output with the contract (the tags declared may follow another convention than the
+    contract's indices, so none is taken from it)."""
+    idx = ", ".join(contract.index_vars)
+    reason = (f"{contract.tensor} has no tag, so no data is checked against its contract: declare "
+              f"tag {contract.tensor}[{idx}] = ({idx}{',' if len(contract.index_vars) == 1 else ''}) once")
+    return ObligationResult("output-contract", "unknown", contract.span, f"output contract not established: {reason}",
+                            detail={"reason": reason, "untagged": [contract.tensor]})
+
+
+def _unchecked_inputs(kernel, output: str, missing: list, span, seconds: float) -> ObligationResult:
+    """Unknown: the inputs `missing` of `output`'s contract carry no tag, so nothing checks which
+    of their elements arrive (an untagged element agrees with every tag)."""
+    reason = (f"the contract reads {', '.join(missing)}, which no tag names, so which of "
+              f"{'their' if len(missing) > 1 else 'its'} elements reach {output} is not checked: declare "
+              f"{_suggested_tag(kernel, kernel.contract_of(output), missing[0])}")
+    return ObligationResult("output-contract", "unknown", span, f"output contract not established: {reason}",
+                            detail={"reason": reason, "untagged": missing}, seconds=seconds)
+
+
+def _untagged_reads(kernel, output: str) -> list:
+    """The inputs of `output`'s contract that carry no tag (declared or derived)."""
+    contract = kernel.contract_of(output)
+    reads = dict.fromkeys(e.tensor for e in ir.contract_elements(contract.expr)) if contract else {}
+    return [n for n in ir.untagged_contract_inputs(kernel) if n in reads]
+
+
+def _suggested_tag(kernel, contract, tensor: str) -> str:
+    """A tag for `tensor` in the convention of the contract's tagged inputs: each index variable
+    at the component where another input's tag puts it, `*` elsewhere (`tag x[j] = (*, j)` beside
+    `tag A[i, j] = (i, j)`)."""
+    elems = ir.contract_elements(contract.expr)
+    mine = next(e for e in elems if e.tensor == tensor)
+    where = {}  # contract variable -> (component, number of components) in some input's declared tag
+    for e in elems:
+        decl = next((t for t in kernel.tags if t.tensor == e.tensor), None)
+        for dim, var in enumerate(e.indices if decl is not None else ()):
+            want = ir.IVar(decl.index_vars[dim])
+            comps = [c for c, x in enumerate(decl.components) if x == want]
+            if comps:
+                where.setdefault(var, (comps[0], len(decl.components)))
+    if not where or not all(v in where for v in mine.indices):
+        return f"one, e.g. tag {tensor}[{', '.join(mine.indices)}] = (...), with '*' for components it does not set"
+    comps = ["*"] * max(n for _, n in where.values())
+    for v in mine.indices:
+        comps[where[v][0]] = v
+    return f"tag {tensor}[{', '.join(mine.indices)}] = ({', '.join(comps)}{',' if len(comps) == 1 else ''})"
 
 
 def contract_query(q, an, acc, frag, decl):
@@ -103,3 +179,90 @@ def contract_violation(an, acc, frag, res, span, terms) -> ObligationResult:
     return ObligationResult(
         "output-contract", "violated", span, "output contract violated", w, detail, path, hint, expl, res.seconds
     )
+
+
+# -- declared tags against the contract ------------------------------------------------------------
+
+def check_tag_agreement(kernel: ir.Kernel, timeout_s: float) -> list:
+    """One result per declared input tag that a contract reads and that disagrees with (violated)
+    or cannot be compared with (unknown) its output's tag; nothing where they agree."""
+    out = []
+    for contract in kernel.contracts:
+        target = kernel.tag_of(contract.tensor)
+        if target is None:
+            continue
+        seen = set()
+        for elem in ir.contract_elements(contract.expr):
+            decl = next((t for t in kernel.tags if t.tensor == elem.tensor), None)
+            if decl is None or (elem.tensor, elem.indices) in seen:
+                continue  # an implied tag agrees by construction
+            seen.add((elem.tensor, elem.indices))
+            res = _compare(kernel, contract, target, elem, decl, timeout_s)
+            if res is not None:
+                out.append(res)
+    return out
+
+
+def _compare(kernel, contract, target, elem, decl, timeout_s) -> ObligationResult | None:
+    start = time.perf_counter()
+    with int_encoding():
+        terms = SizeTerms(kernel)
+        sizes = {n: Z.var(n) for n in kernel.sizes}
+        idx = {v: Z.var(f"index {v}") for v in (*contract.index_vars, *elem.indices)}
+        cons = [s >= 1 for s in sizes.values()] + [s <= Z.MAX_SIZE for s in sizes.values()]
+        cons += [x >= 0 for x in idx.values()]
+        cons += _inside(kernel, contract.tensor, contract.index_vars, idx, sizes, terms)
+        cons += _inside(kernel, elem.tensor, elem.indices, idx, sizes, terms)
+        cons += [Z.i2b(terms.term(r, sizes)) for r in kernel.requires]
+        at_out = dict(zip(target.index_vars, contract.index_vars, strict=True))
+        at_elem = dict(zip(decl.index_vars, elem.indices, strict=True))
+        for k, comp in enumerate(decl.components):
+            if comp is None or k >= len(target.components):
+                continue
+            used = {at_elem[x.name] for x in ir.walk_iexpr(comp) if isinstance(x, ir.IVar) and x.name in at_elem}
+            if not used <= set(contract.index_vars):
+                continue  # a reduction's variable: the reduction stars this component
+            mine = terms.term(comp, {**sizes, **{n: idx[v] for n, v in at_elem.items()}})
+            theirs = terms.term(target.components[k], {**sizes, **{n: idx[v] for n, v in at_out.items()}})
+            if mine is None or theirs is None:
+                continue  # a component the encoding cannot express: no claim either way
+            s = z3.Solver()
+            s.set("timeout", max(1, int(timeout_s * 1000)))
+            s.add(*cons, mine != theirs)
+            verdict = s.check()
+            if verdict == z3.unsat:
+                continue
+            where = f"{elem.tensor}[{', '.join(elem.indices)}]"
+            what = (f"component {k} of the tag of {where} ({fmt_iexpr(comp)}) and of "
+                    f"{contract.tensor}[{', '.join(contract.index_vars)}] ({fmt_iexpr(target.components[k])})")
+            seconds = time.perf_counter() - start
+            if verdict != z3.sat:
+                return ObligationResult("output-contract", "unknown", decl.span,
+                                        f"output contract not established: could not compare {what} "
+                                        f"(the contract reads {where}): {s.reason_unknown()}",
+                                        detail={"reason": s.reason_unknown()}, seconds=seconds)
+            m = s.model()
+            values = {v: m.eval(x, model_completion=True).as_long() for v, x in idx.items()}
+            values.update({n: m.eval(x, model_completion=True).as_long() for n, x in sizes.items()})
+            shown = ", ".join(f"{n} = {v}" for n, v in values.items())
+            return ObligationResult(
+                "output-contract", "violated", decl.span,
+                f"the declared tags disagree with the contract: {what} differ",
+                witness={"sizes": {n: values[n] for n in sizes}},
+                detail={"tensor": elem.tensor, "component": k, "values": values},
+                hint=f"the contract reads {where} into {contract.tensor}[{', '.join(contract.index_vars)}], so "
+                     "their tags must name the same output element; a proof about these tags would be about "
+                     "another computation than the contract's",
+                explanation=[f"at {shown}"], seconds=seconds)
+    return None
+
+
+def _inside(kernel, tensor, indices, idx, sizes, terms) -> list:
+    """index < extent for each dimension of `tensor` read at the contract variables `indices`."""
+    param = kernel.param(tensor)
+    out = []
+    for v, d in zip(indices, param.shape, strict=True):
+        extent = terms.term(d, sizes)
+        if extent is not None:
+            out.append(idx[v] < extent)
+    return out
