@@ -11,48 +11,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_reductions import BIAS, GEMV
 
 from argus_verify import ir, replay, smt
 from argus_verify.diagnostics import ArgusError
 from argus_verify.frontend import compile_source
 from argus_verify.printer import format_kernel
 
-BIAS = """
-kernel bias(x: f32[M, N], b: f32[N]) -> out: f32[M, N]:
-    grid(cdiv(N, 128), M)
-    block(128)
-    tag x[i, j] = (i, j)
-    tag out[i, j] = (i, j) once
-    contract out[i, j] = x[i, j] + b[j]
-    r = block_id.y
-    c0 = block_id.x * 128
-    xs = load(x[r : r + 1, c0 : c0 + 128], tv=(128, 1):(1, 1), mask=True)
-    bs = load(b[{window}], tv=(128, 1):(1, 1), mask=True)
-    store(out[r : r + 1, c0 : c0 + 128], xs + reshape(bs, 1, 128), mask=True)
-"""
 
-GEMV = """
-kernel gemv(A: f32[M, N], x: f32[N]) -> y: f32[M]:
-    grid(M)
-    block(128)
-    tag A[i, j] = (i, j)
-    {xtag}
-    tag y[i] = (i,) once
-    contract y[i] = sum(A[i, j] * x[j] for j)
-    row = block_id.x
-    acc = zeros(f32[1, 1], tv=(128, 2):(0, 0))
-    for c0 in range(0, N, 256):
-        a = load(A[row : row + 1, c0 : c0 + 256], tv=(128, 2):(2, 1), mask=True)
-        v = load(x[{window}], tv=(128, 2):(2, 1), mask=True)
-        acc = acc + reduce_sum(a * reshape(v, 1, 256), axis=1)
-    w = reduce_sum(acc, axis=1, scope=warp, lanes=0b11111)
-    part = shared(f32[1, 4])
-    store(part[0 : 1, warp_id : warp_id + 1], w, where=lane_id == 0)
-    barrier()
-    ps = load(part, tv=(128, 4):(0, 1))
-    total = reduce_sum(ps, axis=1)
-    store(y[row : row + 1], reshape(total, 1), where=thread_id == 0)
-"""
+def bias(window: str) -> str:
+    """tests/test_reductions.py's bias add, reading b at `window`."""
+    src = BIAS.format(value="xs + reshape(bs, 1, 128)")
+    return src.replace("b[c0 : c0 + 128]", f"b[{window}]", 1)
+
+def gemv(xtag: str, window: str) -> str:
+    """tests/test_reductions.py's matrix-vector product, with `xtag` declared before y's tag."""
+    return GEMV.format(window=window).replace("    tag y[i]", f"    {xtag}\n    tag y[i]", 1)
 
 
 def verdicts(src: str) -> tuple:
@@ -69,7 +43,7 @@ def statuses(results) -> set:
 
 
 def test_a_bias_takes_the_tag_its_contract_implies():
-    kernel = compile_source(BIAS.format(window="c0 : c0 + 128"), "k.arg")
+    kernel = compile_source(bias("c0 : c0 + 128"), "k.arg")
     decl = kernel.tag_of("b")
     assert decl is not None and decl.index_vars == ("j",)
     assert decl.components == (None, ir.IVar("j"))
@@ -77,9 +51,9 @@ def test_a_bias_takes_the_tag_its_contract_implies():
 
 
 def test_a_bias_read_one_element_off_is_violated_and_the_right_one_proved():
-    _, rep, _ = verdicts(BIAS.format(window="c0 : c0 + 128"))
+    _, rep, _ = verdicts(bias("c0 : c0 + 128"))
     assert rep.exit_code == 0, rep.render_text()
-    kernel, rep, by = verdicts(BIAS.format(window="c0 + 1 : c0 + 129"))
+    kernel, rep, by = verdicts(bias("c0 + 1 : c0 + 129"))
     assert [(r.obligation, r.status) for r in rep.results if r.status != "proved"] == \
         [("tag-assertion", "violated")], rep.render_text()
     bad = by["tag-assertion"][0]
@@ -90,7 +64,7 @@ def test_a_bias_read_one_element_off_is_violated_and_the_right_one_proved():
 
 def test_an_untagged_vector_at_a_reduction_variable_leaves_the_contract_unknown():
     # x[j] is read at the reduction's variable: no tag follows from y's, so none is derived
-    _, rep, by = verdicts(GEMV.format(xtag="", window="c0 : c0 + 256"))
+    _, rep, by = verdicts(gemv("", "c0 : c0 + 256"))
     (res,) = by["output-contract"]
     assert res.status == "unknown"
     assert res.detail["untagged"] == ["x"]
@@ -99,11 +73,11 @@ def test_an_untagged_vector_at_a_reduction_variable_leaves_the_contract_unknown(
 
 
 def test_a_declared_broadcast_tag_checks_the_vector_window():
-    _, rep, by = verdicts(GEMV.format(xtag="tag x[j] = (*, j)", window="c0 : c0 + 256"))
+    _, rep, by = verdicts(gemv("tag x[j] = (*, j)", "c0 : c0 + 256"))
     assert statuses(by["output-contract"]) == {"proved"}
     assert statuses(by["tag-assertion"]) == {"proved"}
     assert "violated" not in {r.status for r in rep.results}
-    kernel, rep, by = verdicts(GEMV.format(xtag="tag x[j] = (*, j)", window="c0 + 1 : c0 + 257"))
+    kernel, rep, by = verdicts(gemv("tag x[j] = (*, j)", "c0 + 1 : c0 + 257"))
     bad = [r for r in by["tag-assertion"] if r.status == "violated"]
     assert len(bad) == 1 and bad[0].location.line == 14, rep.render_text()
     assert replay.reproduce(kernel, bad[0])["status"] == "reproduced"
@@ -132,7 +106,7 @@ def test_no_tag_is_derived_without_an_output_tag():
 
 
 def test_a_declared_star_prints_and_round_trips():
-    src = GEMV.format(xtag="tag x[j] = (*, j)", window="c0 : c0 + 256")
+    src = gemv("tag x[j] = (*, j)", "c0 : c0 + 256")
     kernel = compile_source(src, "k.arg")
     assert kernel.tag_of("x").components == (None, ir.IVar("j"))
     assert "tag x[j] = (*, j)" in format_kernel(kernel)
