@@ -972,11 +972,16 @@ def derived_tag(kernel: Kernel, tensor: str) -> TagDecl | None:
 
 
 def _implied_tag(tensor: str, tuples: set, contract: Contract, out: TagDecl) -> TagDecl | None:
-    """The tag of `tensor`, read by `contract` at the index tuples `tuples`, in `out`'s terms: each
-    dimension an output variable indexes takes that variable's name in `out`'s declaration, and
-    the tag keeps the components of `out` over those names alone (`*` elsewhere). A dimension read
-    only at reduction variables adds none (the reduction stars it anyway). None where a dimension
-    is indexed by two output variables, or one variable by two dimensions."""
+    """The tag of `tensor`, read by `contract` at the index tuples `tuples`, in `out`'s terms.
+
+    Each dimension an output variable indexes takes that variable's name in `out`'s declaration.
+    Read at output variables only (an elementwise operand, a broadcast vector), the tag is `out`'s
+    components over those names (`*` for the rest): it meets the output's values position by
+    position. Read at a reduction's variable too, its components follow its own dimensions, as a
+    reduction stars the axis it reduces (`sum(x[i, j] for i)` into out[j]: x[i, j] carries
+    (*, j)): each output variable's dimension holds that variable where `out` has it as a component
+    of its own, in `out`'s order (else no tag). None where a dimension is indexed by two output
+    variables, or one variable by two dimensions."""
     rank = len(next(iter(tuples)))
     names = []
     for d in range(rank):
@@ -986,9 +991,16 @@ def _implied_tag(tensor: str, tuples: set, contract: Contract, out: TagDecl) -> 
         names.append(out.index_vars[contract.index_vars.index(at.pop())] if at else f"*{d}")
     if any(len(set(t)) != len(t) for t in tuples) or len(set(names)) != rank:
         return None
-    present = set(names)
-    comps = tuple(e if {x.name for x in walk_iexpr(e) if isinstance(x, IVar)} & set(out.index_vars) <= present
-                  else None for e in out.components)
+    if all(set(t) <= set(contract.index_vars) for t in tuples):
+        present = set(names)
+        comps = tuple(e if {x.name for x in walk_iexpr(e) if isinstance(x, IVar)} & set(out.index_vars) <= present
+                      else None for e in out.components)
+    else:
+        where = [next((k for k, e in enumerate(out.components) if e == IVar(n)), None) for n in names]
+        kept = [k for n, k in zip(names, where, strict=True) if not n.startswith("*")]
+        if None in kept or kept != sorted(kept):
+            return None  # the reduced tag would not line up with the output's
+        comps = tuple(None if n.startswith("*") else IVar(n) for n in names)
     if all(x is None for x in comps):
         return None
     return TagDecl(tensor, tuple(names), comps, False, contract.span)

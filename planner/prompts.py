@@ -24,13 +24,16 @@ The language in brief:
 - `tag x[i, j] = (i, j)` on inputs; `tag out[i, j] = (i, j) once` is the output contract: out[i, j] must get
   a value computed from elements tagged (i, ...), exactly once. Reductions drop the reduced tag component.
   A vector broadcast along the rows is tagged `tag bias[j] = (*, j)` (`*` matches any row).
+- `contract C[i, j] = max(sum(A[i, k] * B[k, j] for k) + bias[j], 0.0)` states what each output element is
+  (operators, reductions over every k exactly once, padding); the verifier checks the kernel computes it.
 - `load(x[r0 : r0 + R, c0 : c0 + C], tv=((threads), (values)):(strides), mask=True, other=0.0)` gives a
   fragment: thread t, value v holds the tile element at row-major flat index layout(t, v). mask=True guards
   the ragged edges. `store(out[...], frag, mask=True, where=cond)`.
 - Elementwise + - * /, max(a, b), min(a, b), exp, exp2, log, log2, sqrt, rsqrt, recip, tanh, abs, neg;
   scalars broadcast. `reduce_sum/reduce_max(x, axis=1, scope=warp, lanes=0b11111)`, `reshape`, `transpose`.
 - `shared(f32[BM, BK], layout=...)`, `barrier()`, `copy_async(dst, src, tv=..., mask=True)`, `commit()`,
-  `wait(n)`, `mma(a, b, acc)` (atom=fma), `for kt in range(cdiv(K, BK)):`, `if`, `assert tag(a)[1] // BK == kt`.
+  `wait(n)`, `mma(a, b, acc)` (atom=fma), `for kt in range(cdiv(K, BK)):`, `if`, `assert tag(a)[1] == kt * BK + coord(a)[1]` (the exact k of
+  each value: it anchors the contract's coverage).
 - block_id.x/.y/.z, thread_id, warp_id, lane_id. `requires N <= COLS` states a precondition on sizes.
 
 Every candidate is checked (parse and types), verified for all sizes (bounds, races, barriers, tags,

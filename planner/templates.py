@@ -476,7 +476,8 @@ def _gemm(f: Family, k: dict) -> str:
         lines += [f"    tag {a}[{'k, i' if ta else 'i, k'}] = (i, k)",
                   f"    tag {b}[{'j, k' if tb else 'k, j'}] = (k, j)",
                   *_epilogue_tags(extra),
-                  "    tag C[i, j] = (i, j) once"]
+                  "    tag C[i, j] = (i, j) once",
+                  _gemm_contract(f, f"{a}[{'k, i' if ta else 'i, k'}]", f"{b}[{'j, k' if tb else 'k, j'}]", extra)]
     zi = "z, " if batched else ""
     lines += [
         "    m0 = block_id.y * BM",
@@ -513,6 +514,30 @@ def _gemm(f: Family, k: dict) -> str:
     ]
     _gemm_epilogue(f, extra, lines, zi)
     return "\n".join(lines) + "\n"
+
+
+def _gemm_contract(f: Family, a: str, b: str, extra: dict) -> str:
+    """`contract C[i, j] = ...`: the product, then the epilogue's chain with the formulas the
+    kernel uses (`_epilogue`), so that the verifier checks the operators, not only the tags."""
+    v = f"sum({a} * {b} for k)"
+    for op in f.ops[1:]:
+        if op == "bias":
+            v = f"{v} + {extra['bias']}[j]"
+        elif op == "add":
+            v = f"{v} + {extra['add']}[i, j]"
+        elif op == "scale":
+            v = f"({v}) * {f.scale!r}"
+        elif op == "gelu":
+            steps = {}
+            for step in GELU_ERF:
+                name, expr = step.format(v=f"({v})").split(" = ", 1)
+                for prev, e in steps.items():
+                    expr = re.sub(rf"\b{prev}\b", f"({e})", expr)
+                steps[name] = expr
+            v = steps[name]
+        else:
+            v = ACTIVATIONS[op].format(v=f"({v})")
+    return f"    contract C[i, j] = {v}"
 
 
 def _epilogue_tags(extra: dict) -> list:
@@ -582,6 +607,7 @@ def _gemm_pipelined(f: Family, k: dict) -> str:
         f"    tag {b}[k, j] = (k, j)",
         *_epilogue_tags(extra),
         "    tag C[i, j] = (i, j) once",
+        _gemm_contract(f, f"{a}[i, k]", f"{b}[k, j]", extra),
         "    m0 = block_id.y * BM",
         "    n0 = block_id.x * BN",
         "    KT = cdiv(K, BK)",
@@ -606,8 +632,9 @@ def _gemm_pipelined(f: Family, k: dict) -> str:
         "        commit()",
         "        a = load(sA[kt % STAGES], tv=((BN // TN, BM // TM), (BK, TM)):((0, TM * BK), (1, BK)))",
         "        b = load(sB[kt % STAGES], tv=((BN // TN, BM // TM), (TN, BK)):((TN, 0), (1, BN)))",
-        "        assert tag(a)[1] // BK == kt",
-        "        assert tag(b)[0] // BK == kt",
+        # anchors: the exact k of every operand value, from which coverage of the contract's sum counts
+        "        assert tag(a)[1] == kt * BK + coord(a)[1]",
+        "        assert tag(b)[0] == kt * BK + coord(b)[0]",
         "        acc = mma(a, b, acc)",
     ]
     _gemm_epilogue(f, extra, lines, "")

@@ -82,6 +82,25 @@ def test_every_knob_value_renders_a_kernel_the_front_end_accepts():
                 compile_source(render(fam, {knob: v}), f"{name}.arg")
 
 
+@pytest.mark.parametrize("knobs", [{}, {"stages": 3}])
+def test_gemm_templates_state_their_contract_and_prove_it(knobs):
+    # the contract names the epilogue's operators: with tags alone, `acc * bias` for `acc + bias`
+    # carried the right tags and was proved
+    from argus_verify import smt
+    from argus_verify.frontend import compile_source
+
+    t = read_task(ROOT / "tasks" / "level2" / "02_gemm_bias_relu.py")
+    src = render(plan(t.declared_ops, t), knobs)
+    assert "    contract C[i, j] = max((sum(A[i, k] * B[k, j] for k) + bias[j]), 0.0)\n" in src
+    assert "    tag bias[j] = (*, j)\n" in src
+    rep = smt.verify(compile_source(src, "t.arg"))
+    assert rep.exit_code == 0, rep.render_text()
+    wrong = src.replace("y1 = acc + bv", "y1 = acc * bv", 1)
+    assert wrong != src
+    rep = smt.verify(compile_source(wrong, "t.arg"))
+    assert [r.obligation for r in rep.violations()] == ["reduction-operator"], rep.render_text()
+
+
 def test_bandit_explores_without_repeating_and_prefers_reward():
     b = Bandit({"a": [1, 2, 3], "b": ["x", "y"]}, {"a": 2, "b": "y"})
     first = b.propose()

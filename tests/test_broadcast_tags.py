@@ -173,7 +173,7 @@ def test_an_input_read_at_a_reduction_variable_keeps_its_other_components():
     src = ("kernel k(x: f32[M, N]) -> out: f32[M]:\n    grid(1)\n    block(32)\n"
            "    tag out[r] = (r,)\n    contract out[i] = sum(x[i, k] for k)\n")
     decl = compile_source(src, "k.arg").tag_of("x")
-    assert decl.index_vars == ("r", "*1") and decl.components == (ir.IVar("r"),)
+    assert decl.index_vars == ("r", "*1") and decl.components == (ir.IVar("r"), None)
 
 
 def test_an_untagged_output_beside_declared_tags_is_unknown():
@@ -198,3 +198,39 @@ def test_an_assertion_over_a_component_that_is_never_present_is_vacuous():
     assert vac[0].detail["components"] == ["tag(a)[1]"]
     assert rep.exit_code == 1
     assert "gemm_pipelined.arg:41:9: vacuous: the assertion checks nothing" in rep.render_text()
+
+
+def test_a_contract_output_left_partly_unwritten_is_violated():
+    # without `once` nothing asked for every element to be written: a block index on the wrong axis
+    # left all but the first tile unwritten, and the kernel was proved (a mutation study found 20
+    # such mutants among the kernels above); the contract states every element's value
+    src = untagged("vecadd.arg")
+    rep = smt.verify(compile_source(src, "vecadd.arg"))
+    cover = [r for r in rep.results if r.obligation == "output-once"]
+    assert [r.status for r in cover] == ["proved"] and "every element of out is written" in cover[0].message
+    bad = src.replace("base = block_id.x * BLOCK", "base = block_id.y * BLOCK", 1)
+    assert bad != src
+    rep = smt.verify(compile_source(bad, "vecadd.arg"))
+    (res,) = [r for r in rep.results if r.obligation == "output-once"]
+    assert res.status == "violated" and res.location.line == 6  # the contract
+    assert "an element of out is never written" in res.message
+
+
+def test_an_input_reduced_along_its_first_axis_keeps_its_other_axes_in_place():
+    # a column sum with the contract only: x[i, j] carries (*, j), as the reduction along axis 0
+    # stars that axis and leaves j where the kernel's tile has it (the output's position would
+    # have put j first, and the reduction would have starred it: a false violation)
+    src = ("kernel colsum<CH=8>(x: f32[M, N]) -> out: f32[N]:\n    grid(cdiv(N, 256))\n    block(256)\n"
+           "    contract out[j] = sum(x[i, j] for i)\n    c0 = block_id.x * 256\n"
+           "    acc = zeros(f32[1, 256], tv=(256, (1, CH)):(1, (1, 0)))\n"
+           "    for r0 in range(0, M, CH):\n"
+           "        xs = load(x[r0 : r0 + CH, c0 : c0 + 256], tv=(256, (1, CH)):(1, (1, 256)), mask=True)\n"
+           "        acc = acc + reduce_sum(xs, axis=0)\n"
+           "    store(out[c0 : c0 + 256], reshape(acc, 256), mask=True)\n")
+    kernel = compile_source(src, "colsum.arg")
+    assert kernel.tag_of("x").components == (None, ir.IVar("j"))
+    rep = smt.verify(kernel)
+    assert rep.exit_code == 0, rep.render_text()
+    wrong = src.replace("x[r0 : r0 + CH, c0 : c0 + 256]", "x[r0 : r0 + CH, c0 + 1 : c0 + 257]", 1)
+    rep = smt.verify(compile_source(wrong, "colsum.arg"))
+    assert "output-contract" in {r.obligation for r in rep.violations()}, rep.render_text()

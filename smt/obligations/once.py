@@ -13,6 +13,7 @@ from functools import partial
 
 import numpy as np
 
+from argus_verify import ir
 from argus_verify.smt import program as P
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
@@ -29,14 +30,15 @@ from argus_verify.smt.zops import FALSE, TRUE, bv
 
 def check_once(an, timeout) -> list:
     out = []
-    for decl in an.k.tags:
-        if not decl.once:
-            continue
+    for decl in _checked_outputs(an):
         stores = [acc for acc, _ in an.out_stores if acc.tensor == decl.tensor]
         if not stores:
             hint = f"store a value into {an.tensors[decl.tensor].name}"
             message = f"output {decl.tensor} is never written"
             out.append(ObligationResult("output-once", "violated", decl.span, message, {}, {}, [], hint))
+            continue
+        if not decl.once:  # a contract's output: every element is written (no claim of once)
+            out.append(once_cover(an, decl, stores, timeout))
             continue
         persistent = persistent_once(an, decl, stores)
         if persistent is not None:  # a persistent tile loop whose schedule the lemma decides
@@ -49,6 +51,18 @@ def check_once(an, timeout) -> list:
         overlap = cover.status == "unknown" and "overlap" in cover.message
         if not (overlap and any(r.status == "violated" for r in uniq)):
             out.append(cover)
+    return out
+
+
+def _checked_outputs(an) -> list:
+    """The outputs whose elements must all be written: those tagged `once`, and those with a
+    `contract` (it states every element's value, so an element left unwritten breaks it: a kernel
+    whose output has a contract and no `once` tag was proved with half its tiles missing). The
+    latter are checked for coverage only, at the contract's line."""
+    out = [d for d in an.k.tags if d.once]
+    for c in an.k.contracts:
+        if not any(d.tensor == c.tensor for d in out):
+            out.append(ir.TagDecl(c.tensor, c.index_vars, (), False, c.span))
     return out
 
 
