@@ -32,8 +32,8 @@ The language in brief:
 - Elementwise + - * /, max(a, b), min(a, b), exp, exp2, log, log2, sqrt, rsqrt, recip, tanh, abs, neg;
   scalars broadcast. `reduce_sum/reduce_max(x, axis=1, scope=warp, lanes=0b11111)`, `reshape`, `transpose`.
 - `shared(f32[BM, BK], layout=...)`, `barrier()`, `copy_async(dst, src, tv=..., mask=True)`, `commit()`,
-  `wait(n)`, `mma(a, b, acc)` (atom=fma), `for kt in range(cdiv(K, BK)):`, `if`, `assert tag(a)[1] == kt * BK + coord(a)[1]` (the exact k of
-  each value: it anchors the contract's coverage).
+  `wait(n)`, `mma(a, b, acc)` (atom=fma), `for kt in range(cdiv(K, BK)):`, `if`,
+  `assert tag(a)[1] == kt * BK + coord(a)[1]` (the exact k of each value: it anchors the contract's coverage).
 - block_id.x/.y/.z, thread_id, warp_id, lane_id. `requires N <= COLS` states a precondition on sizes.
 
 Every candidate is checked (parse and types), verified for all sizes (bounds, races, barriers, tags,
