@@ -1,9 +1,9 @@
 """output-contract: every stored output element carries its declared tag (`*` components dropped).
 
 Declared tags must also say what the contract says (`check_tag_agreement`). The proof compares
-tags: out[i, j] receives a value tagged as the output's `tag`
-says. That proves the contract only where the tags of the contract's inputs, at the indices the
-contract reads them, agree with the output's tag at the contract's indices. With
+tags: out[i, j] receives a value tagged as the output's `tag` says. That proves the contract only
+where the tags of the contract's inputs, at the indices the contract reads them, agree with the
+output's tag at the contract's indices. With
 `tag out[j, i] = (j, i)`, `tag x[i, j] = (i, j)` and `contract out[j, i] = x[i, j]`, a kernel
 that copies without transposing carries the tags the output asks for, and the contract is false.
 So for an input read at the output's indices alone (an elementwise operand, a broadcast vector),
