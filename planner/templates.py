@@ -363,6 +363,7 @@ def _colreduce(f: Family, k: dict) -> str:
         "    block(256)",
         f"    tag {x}[i, j] = (i, j)",
         "    tag out[j] = (j,) once",
+        f"    contract out[j] = sum({x}[i, j] for i)",
         "    c0 = block_id.x * (256 * V)",
         "    acc = zeros(f32[1, 256 * V], tv=(256, (V, CH)):(V, (1, 0)))",
         "    for r0 in range(0, M, CH):",
@@ -384,6 +385,7 @@ def _elementwise(f: Family, k: dict) -> str:
         "    block(256)",
         *[f"    tag {a}[i, j] = (i, j)" for a in f.args],
         "    tag out[i, j] = (i, j) once",
+        f"    contract out[i, j] = {_chain_contract(f.ops, f.scale, f'{x}[i, j]', {'add': f'{f.args[-1]}[i, j]'})}",
         "    RUNS = (256, BLOCK // 256):(BLOCK // 256, 1)",
         "    r = block_id.y",
         "    c0 = block_id.x * BLOCK",
@@ -517,16 +519,19 @@ def _gemm(f: Family, k: dict) -> str:
 
 
 def _gemm_contract(f: Family, a: str, b: str, extra: dict) -> str:
-    """`contract C[i, j] = ...`: the product, then the epilogue's chain with the formulas the
+    """`contract C[i, j] = ...`: the product, then the epilogue's chain."""
+    operands = {"bias": f"{extra.get('bias')}[j]", "add": f"{extra.get('add')}[i, j]"}
+    return f"    contract C[i, j] = {_chain_contract(f.ops[1:], f.scale, f'sum({a} * {b} for k)', operands)}"
+
+
+def _chain_contract(ops, scale, v: str, operands: dict) -> str:
+    """The elementwise chain `ops` applied to the contract expression `v`, with the formulas the
     kernel uses (`_epilogue`), so that the verifier checks the operators, not only the tags."""
-    v = f"sum({a} * {b} for k)"
-    for op in f.ops[1:]:
-        if op == "bias":
-            v = f"{v} + {extra['bias']}[j]"
-        elif op == "add":
-            v = f"{v} + {extra['add']}[i, j]"
+    for op in ops:
+        if op in ("bias", "add"):
+            v = f"{v} + {operands[op]}"
         elif op == "scale":
-            v = f"({v}) * {f.scale!r}"
+            v = f"({v}) * {scale!r}"
         elif op == "gelu":
             steps = {}
             for step in GELU_ERF:
@@ -537,7 +542,7 @@ def _gemm_contract(f: Family, a: str, b: str, extra: dict) -> str:
             v = steps[name]
         else:
             v = ACTIVATIONS[op].format(v=f"({v})")
-    return f"    contract C[i, j] = {v}"
+    return v
 
 
 def _epilogue_tags(extra: dict) -> list:
@@ -574,6 +579,7 @@ def _transpose(f: Family, k: dict) -> str:
         "    block(256)",
         f"    tag {x}[i, j] = (i, j)",
         "    tag out[j, i] = (i, j) once",
+        f"    contract out[j, i] = {x}[i, j]",
         "    m0 = block_id.y * T",
         "    n0 = block_id.x * T",
         f"    s = shared(f32[T, T], {layout})",

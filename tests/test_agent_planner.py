@@ -101,6 +101,24 @@ def test_gemm_templates_state_their_contract_and_prove_it(knobs):
     assert [r.obligation for r in rep.violations()] == ["reduction-operator"], rep.render_text()
 
 
+@pytest.mark.parametrize("task, contract, old, new", [
+    ("level1/09_relu", "contract out[i, j] = max((x[i, j]), 0.0)", "max(xs, 0.0)", "min(xs, 0.0)"),
+    ("level1/25_sum_cols", "contract out[j] = sum(x[i, j] for i)", "reduce_sum(xs, axis=0)", "reduce_max(xs, axis=0)"),
+    ("level1/27_transpose", "contract out[j, i] = x[i, j]", "transpose(b), mask", "b, mask"),
+])
+def test_other_templates_state_their_contract(task, contract, old, new):
+    from argus_verify import smt
+    from argus_verify.frontend import compile_source
+
+    t = read_task(ROOT / "tasks" / f"{task}.py")
+    src = render(plan(t.declared_ops, t))
+    assert f"    {contract}\n" in src
+    assert smt.verify(compile_source(src, "t.arg")).exit_code == 0
+    wrong = src.replace(old, new, 1)
+    assert wrong != src
+    assert smt.verify(compile_source(wrong, "t.arg")).violations()
+
+
 def test_bandit_explores_without_repeating_and_prefers_reward():
     b = Bandit({"a": [1, 2, 3], "b": ["x", "y"]}, {"a": 2, "b": "y"})
     first = b.propose()
