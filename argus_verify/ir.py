@@ -927,13 +927,14 @@ class Kernel:
     def outputs(self) -> tuple:
         return tuple(p for p in self.tensors if p.output)
 
+    def declared_tag(self, tensor: str) -> TagDecl | None:
+        return next((t for t in self.tags if t.tensor == tensor), None)
+
     def tag_of(self, tensor: str) -> TagDecl | None:
         """`tensor`'s tag: declared, or for an input that a contract reads and no `tag` names, the
         one the contract implies (`derived_tag`)."""
-        for t in self.tags:
-            if t.tensor == tensor:
-                return t
-        return derived_tag(self, tensor)
+        declared = self.declared_tag(tensor)
+        return declared if declared is not None else derived_tag(self, tensor)
 
     def shared_allocs(self) -> list:
         return [s for s in walk_stmts(self.body) if isinstance(s, SharedAlloc)]
@@ -945,10 +946,10 @@ def derived_tag(kernel: Kernel, tensor: str) -> TagDecl | None:
     `contract out[i, j] = x[i, j] + b[j]` with `tag out[i, j] = (i, j)` says that the b element
     combined into out[i, j] is b[j]: b[j] carries (*, j), the output tag's components that depend
     only on b's indices (the rest `*`). Without it, an untagged b agrees with every tag and a kernel
-    that reads b[j + 1] is proved. An input read at a reduction variable keeps the components of
-    its other indices (`sum(x[i, k] for k)` into out[i]: x[i, k] carries (i,)). None where the
-    reads disagree (`_implied_tag`), no component is left, or the output has no tag (the caller
-    says the indexing is not checked). An output takes (i, j) from its contract where the kernel
+    that reads b[j + 1] is proved. An input read at a reduction variable is tagged along its own
+    axes (`sum(x[i, k] for k)` into out[i]: x[i, k] carries (i, *)). None where the reads disagree
+    (`_implied_tag`), no component is left, or the output has no tag (the caller says the indexing
+    is not checked). An output takes (i, j) from its contract where the kernel
     declares no tag at all."""
     if tensor not in {p.name for p in kernel.inputs}:
         contract = kernel.contract_of(tensor)
@@ -1006,10 +1007,11 @@ def _implied_tag(tensor: str, tuples: set, contract: Contract, out: TagDecl) -> 
     return TagDecl(tensor, tuple(names), comps, False, contract.span)
 
 
-def untagged_contract_inputs(kernel: Kernel) -> list:
-    """Inputs that a contract reads and that carry no tag, declared or derived: the elements of
-    them that reach the output are not checked."""
-    names = dict.fromkeys(e.tensor for c in kernel.contracts for e in contract_elements(c.expr))
+def untagged_contract_inputs(kernel: Kernel, output: str | None = None) -> list:
+    """Inputs that a contract (`output`'s, or any) reads and that carry no tag, declared or
+    derived: the elements of them that reach the output are not checked."""
+    contracts = kernel.contracts if output is None else [c for c in kernel.contracts if c.tensor == output]
+    names = dict.fromkeys(e.tensor for c in contracts for e in contract_elements(c.expr))
     return [n for n in names if kernel.tag_of(n) is None]
 
 

@@ -241,9 +241,8 @@ def format_kernel(k: ir.Kernel) -> str:
         lines.append(f"  tagfn {f.name}({', '.join(f.params)}) = {fmt_iexpr(f.body)}")
     for c in k.contracts:
         lines.append(f"  contract {c.tensor}[{', '.join(c.index_vars)}] = {fmt_cexpr(c.expr)}")
-    declared = {t.tensor for t in k.tags}
     for p in k.tensors:
-        implied = k.tag_of(p.name) if p.name not in declared else None
+        implied = ir.derived_tag(k, p.name) if k.declared_tag(p.name) is None else None
         if implied is not None:  # a dimension read only at reduction variables prints as `_`
             names = tuple("_" if n.startswith("*") else n for n in implied.index_vars)
             lines.append(f"  {fmt_tag_decl(attrs.evolve(implied, index_vars=names))}   # implied by the contract")

@@ -210,6 +210,11 @@ def conditional(b: KernelBuilder, n) -> IntVal:
     return IntVal(ir.ISelect(c.expr, a.expr, e.expr, b.sp(n)), a.uniform and e.uniform and c.uniform)
 
 
+def _star_outside_tag(b: KernelBuilder, n):
+    raise b.err(n, "'*' stands only for a component of an input's tag that matches any value "
+                   "(tag b[j] = (*, j): a vector broadcast along the rows)")
+
+
 _KINDS = {
     "int_lit": integers.literal, "float_lit": float_literal, "true_lit": bool_literal, "false_lit": bool_literal,
     "name": name_value, "attribute": attribute, "tuple": tuple_literal, "tuple1": tuple_literal,
@@ -217,10 +222,6 @@ _KINDS = {
     "call": calls.call, "subscript": views.subscript, "neg": negation, "binop": binary_operator,
     "binop_or": binary_operator, "binop_xor": binary_operator, "binop_and": binary_operator, "compare": comparison,
     "and_op": logical, "or_op": logical, "not_op": logical_not, "ternary": conditional,
-    "generator_call": contracts.outside_contract, "star": lambda b, n: _star_outside_tag(b, n),
+    "generator_call": contracts.outside_contract, "star": _star_outside_tag,
 }
 
-
-def _star_outside_tag(b: KernelBuilder, n):
-    raise b.err(n, "'*' stands only for a component of an input's tag that matches any value "
-                   "(tag b[j] = (*, j): a vector broadcast along the rows)")

@@ -225,23 +225,25 @@ def _pow2_at_least(n: int) -> int:
 
 def _epilogue(ops, scale, v: str, lines: list, extra: dict, indent="    ") -> str:
     """Statements applying the elementwise chain to fragment `v`; returns the result's name."""
-    n = 0
-    for op in ops:
-        if op in ("bias", "add"):
-            expr = f"{v} + {extra[op]}"
-        elif op == "scale":
-            expr = f"{v} * {scale!r}"
-        elif op == "gelu":
-            *steps, last = (g.format(v=v) for g in GELU_ERF)
-            lines += [f"{indent}{st}" for st in steps]
-            expr = last.split(" = ", 1)[1]
-        else:
-            expr = ACTIVATIONS[op].format(v=v)
-        n += 1
-        name = f"y{n}"
-        lines.append(f"{indent}{name} = {expr}")
-        v = name
+    for n, op in enumerate(ops, 1):
+        *steps, expr = _formula(op, v, extra, scale)
+        lines += [f"{indent}{st}" for st in steps]
+        lines.append(f"{indent}y{n} = {expr}")
+        v = f"y{n}"
     return v
+
+
+def _formula(op: str, v: str, operands: dict, scale) -> list:
+    """`op` applied to `v` as the kernels compute it: the statements it needs first (`g1 = ...`,
+    GELU's steps) and then its expression. Kernels and contracts (`_chain_contract`) share it."""
+    if op in ("bias", "add"):
+        return [f"{v} + {operands[op]}"]
+    if op == "scale":
+        return [f"{v} * {scale!r}"]
+    if op == "gelu":
+        *steps, last = (g.format(v=v) for g in GELU_ERF)
+        return [*steps, last.split(" = ", 1)[1]]
+    return [ACTIVATIONS[op].format(v=v)]
 
 
 def render(f: Family, knobs: dict | None = None) -> str:
@@ -526,23 +528,22 @@ def _gemm_contract(f: Family, a: str, b: str, extra: dict) -> str:
 
 def _chain_contract(ops, scale, v: str, operands: dict) -> str:
     """The elementwise chain `ops` applied to the contract expression `v`, with the formulas the
-    kernel uses (`_epilogue`), so that the verifier checks the operators, not only the tags."""
+    kernel uses (`_formula`), so that the verifier checks the operators, not only the tags. A
+    contract has no statements: GELU's steps are substituted into its expression."""
     for op in ops:
-        if op in ("bias", "add"):
-            v = f"{v} + {operands[op]}"
-        elif op == "scale":
-            v = f"({v}) * {scale!r}"
-        elif op == "gelu":
-            steps = {}
-            for step in GELU_ERF:
-                name, expr = step.format(v=f"({v})").split(" = ", 1)
-                for prev, e in steps.items():
-                    expr = re.sub(rf"\b{prev}\b", f"({e})", expr)
-                steps[name] = expr
-            v = steps[name]
-        else:
-            v = ACTIVATIONS[op].format(v=f"({v})")
+        *steps, expr = _formula(op, v if op in ("bias", "add") else f"({v})", operands, scale)
+        named = {}
+        for st in steps:
+            name, e = st.split(" = ", 1)
+            named[name] = _substituted(e, named)
+        v = _substituted(expr, named)
     return v
+
+
+def _substituted(expr: str, named: dict) -> str:
+    for name, e in named.items():
+        expr = re.sub(rf"\b{name}\b", f"({e})", expr)
+    return expr
 
 
 def _epilogue_tags(extra: dict) -> list:

@@ -52,7 +52,7 @@ def check_contracts(an, timeout) -> list:
         build = partial(contract_query, an=an, acc=acc, frag=frag, decl=decl)
         res, q, (ctx, inst, t, v, e, tg, declared) = solve(an, timeout, build)
         span = span_of(acc.node)
-        missing = _untagged_reads(an.k, acc.tensor)
+        missing = ir.untagged_contract_inputs(an.k, acc.tensor)
         if res.status != "violated":
             proved = f"{acc.tensor} receives the declared tags"
             result = result_from(res, "output-contract", span, "output contract could not be proved", proved)
@@ -89,13 +89,6 @@ def _unchecked_inputs(kernel, output: str, missing: list, span, seconds: float) 
                             detail={"reason": reason, "untagged": missing}, seconds=seconds)
 
 
-def _untagged_reads(kernel, output: str) -> list:
-    """The inputs of `output`'s contract that carry no tag (declared or derived)."""
-    contract = kernel.contract_of(output)
-    reads = dict.fromkeys(e.tensor for e in ir.contract_elements(contract.expr)) if contract else {}
-    return [n for n in ir.untagged_contract_inputs(kernel) if n in reads]
-
-
 def _suggested_tag(kernel, contract, tensor: str) -> str:
     """A tag for `tensor` in the convention of the contract's tagged inputs: each index variable
     at the component where another input's tag puts it, `*` elsewhere (`tag x[j] = (*, j)` beside
@@ -104,7 +97,7 @@ def _suggested_tag(kernel, contract, tensor: str) -> str:
     mine = next(e for e in elems if e.tensor == tensor)
     where = {}  # contract variable -> (component, number of components) in some input's declared tag
     for e in elems:
-        decl = next((t for t in kernel.tags if t.tensor == e.tensor), None)
+        decl = kernel.declared_tag(e.tensor)
         for dim, var in enumerate(e.indices if decl is not None else ()):
             want = ir.IVar(decl.index_vars[dim])
             comps = [c for c, x in enumerate(decl.components) if x == want]
@@ -194,7 +187,7 @@ def check_tag_agreement(kernel: ir.Kernel, timeout_s: float) -> list:
             continue
         seen = set()
         for elem in ir.contract_elements(contract.expr):
-            decl = next((t for t in kernel.tags if t.tensor == elem.tensor), None)
+            decl = kernel.declared_tag(elem.tensor)
             if decl is None or (elem.tensor, elem.indices) in seen:
                 continue  # an implied tag agrees by construction
             if not set(elem.indices) <= set(contract.index_vars):
