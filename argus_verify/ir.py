@@ -965,15 +965,17 @@ def derived_tag(kernel: Kernel, tensor: str) -> TagDecl | None:
         if not tuples:
             continue
         out = kernel.tag_of(c.tensor)
-        decl = _implied_tag(tensor, tuples, c, out) if out is not None else None
+        decl = _implied_tag(tensor, tuples, c, out, paired_dims(c).get(tensor, set())) if out is not None else None
         if decl is None or (found is not None and found != decl):
             return None
         found = decl
     return found
 
 
-def _implied_tag(tensor: str, tuples: set, contract: Contract, out: TagDecl) -> TagDecl | None:
+def _implied_tag(tensor: str, tuples: set, contract: Contract, out: TagDecl, paired: set) -> TagDecl | None:
     """The tag of `tensor`, read by `contract` at the index tuples `tuples`, in `out`'s terms.
+    `paired`: the dimensions a reduction's variable indexes where the tags must follow that
+    variable (`paired_dims`); they keep the element's own index, every other reduced one is `*`.
 
     Each dimension an output variable indexes takes that variable's name in `out`'s declaration.
     Read at output variables only (an elementwise operand, a broadcast vector), the tag is `out`'s
@@ -984,12 +986,17 @@ def _implied_tag(tensor: str, tuples: set, contract: Contract, out: TagDecl) -> 
     of its own, in `out`'s order (else no tag). None where a dimension is indexed by two output
     variables, or one variable by two dimensions."""
     rank = len(next(iter(tuples)))
-    names = []
+    names, own = [], set()  # own: dimensions only a reduction's variable indexes
     for d in range(rank):
         at = {t[d] for t in tuples if t[d] in contract.index_vars}
         if len(at) > 1:
             return None
-        names.append(out.index_vars[contract.index_vars.index(at.pop())] if at else f"*{d}")
+        if at:
+            names.append(out.index_vars[contract.index_vars.index(at.pop())])
+        else:
+            var = min(t[d] for t in tuples)  # the reduction's variable, when paired (one per dimension)
+            names.append((var if var not in out.index_vars else f"{var}'") if d in paired else f"*{d}")
+            own.add(d)
     if any(len(set(t)) != len(t) for t in tuples) or len(set(names)) != rank:
         return None
     if all(set(t) <= set(contract.index_vars) for t in tuples):
@@ -998,13 +1005,58 @@ def _implied_tag(tensor: str, tuples: set, contract: Contract, out: TagDecl) -> 
                       else None for e in out.components)
     else:
         where = [next((k for k, e in enumerate(out.components) if e == IVar(n)), None) for n in names]
-        kept = [k for n, k in zip(names, where, strict=True) if not n.startswith("*")]
+        kept = [k for d, k in enumerate(where) if d not in own]
         if None in kept or kept != sorted(kept):
             return None  # the reduced tag would not line up with the output's
         comps = tuple(None if n.startswith("*") else IVar(n) for n in names)
     if all(x is None for x in comps):
         return None
     return TagDecl(tensor, tuple(names), comps, False, contract.span)
+
+
+def paired_dims(contract: Contract) -> dict:
+    """tensor -> the dimensions whose index its tag must carry so that the kernel's tag rules check
+    how a reduction pairs its factors. `sum(A[i, k] * B[k, j] for k)` multiplies A[i, k] with
+    B[k, j] of the same k; with A tagged (i, *) and B (*, j) a kernel that pairs A[i, k] with
+    B[k + 8, j] carries the right rows and columns, takes every k once, and computes something
+    else. Tagged (i, k) and (k, j), the mma rule (`tag(a)[1] == tag(b)[0]`) compares them. Implied
+    for the two layouts the rules compare: the mma pattern (one factor [., k], one [k, .]) and
+    factors of one rank with k at the same dimension (`x[i, k] * y[i, k]`, the elementwise rule)."""
+    out: dict = {}
+    for red in contract.reductions():
+        factors = _factors(red)
+        if len({(e.tensor, e.indices) for e in factors}) < 2 or any(e.indices.count(red.var) != 1 for e in factors):
+            continue
+        where = {(len(e.indices), e.indices.index(red.var)) for e in factors}
+        if len(where) == 1 or (len(factors) == 2 and where == {(2, 0), (2, 1)}):
+            for e in factors:
+                out.setdefault(e.tensor, set()).add(e.indices.index(red.var))
+    return out
+
+
+def _factors(red: CReduce) -> list:
+    """The elements a reduction's body reads at its variable, each once."""
+    return list(dict.fromkeys(e for e in contract_elements(red.body) if red.var in e.indices))
+
+
+def unpaired_factors(kernel: Kernel, output: str) -> list:
+    """(tensor, variable) of each factor of a reduction in `output`'s contract whose pairing with the
+    other factors no tag follows: the reduction multiplies several elements read at its variable
+    (`paired_dims`'s products) and this factor's tag does not carry that index as it is at the
+    dimension the variable indexes (a `*` there, no tag, or another function of it)."""
+    contract = kernel.contract_of(output)
+    out = []
+    for red in contract.reductions() if contract is not None else ():
+        factors = _factors(red)
+        if len({(e.tensor, e.indices) for e in factors}) < 2:
+            continue
+        for e in factors:
+            decl = kernel.tag_of(e.tensor)
+            dims = [d for d, v in enumerate(e.indices) if v == red.var]
+            if decl is None or not all(IVar(decl.index_vars[d]) in decl.components for d in dims):
+                if (e.tensor, red.var) not in out:
+                    out.append((e.tensor, red.var))
+    return out
 
 
 def untagged_contract_inputs(kernel: Kernel, output: str | None = None) -> list:

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import numpy as np
 
-from argus_verify import ir
+from argus_verify import ir, semantics
 from argus_verify.diagnostics import ArgusError
 from argus_verify.semantics import round_to
 
@@ -124,6 +124,42 @@ def compute_reference(ref: ModuleType, inputs: dict, shapes: dict | None = None)
             raise ArgusError(f"the reference's output {name!r} has shape {list(out[name].shape)}, but the "
                              f"kernel's {name} has shape {list(want)} at these sizes")
     return out
+
+
+CONTRACT_CELLS = 1 << 24  # the largest (output x reduction) index space evaluate_contract takes on
+
+
+def evaluate_contract(kernel: ir.Kernel, contract: ir.Contract, inputs: dict, sizes: dict) -> np.ndarray | None:
+    """What `contract` says every element of its output is, in float64, through the shared semantics
+    table: each index variable is an axis of one broadcast array, each reduction reduces its own.
+    None when the index space is larger than CONTRACT_CELLS (a witness's sizes are small)."""
+    shapes = ir.tensor_shapes(kernel, sizes)
+    extent = dict(zip(contract.index_vars, shapes[contract.tensor], strict=True))
+    for red in contract.reductions():
+        elem = next(e for e in ir.contract_elements(red.body) if red.var in e.indices)
+        extent[red.var] = shapes[elem.tensor][elem.indices.index(red.var)]
+    if int(np.prod([float(n) for n in extent.values()])) > CONTRACT_CELLS:
+        return None
+
+    def ev(e, axes: list):
+        if isinstance(e, ir.CElem):
+            idx = tuple(np.arange(extent[v]).reshape([-1 if a == v else 1 for a in axes]) for v in e.indices)
+            return np.asarray(inputs[e.tensor], dtype=np.float64)[idx]
+        if isinstance(e, ir.CReduce):
+            inner = axes + [e.var]
+            body = np.broadcast_to(ev(e.body, inner), [extent[a] for a in inner])
+            return semantics.REDUCE_OPS[e.op].ref(body, axis=len(axes))
+        if isinstance(e, ir.CBin):
+            return semantics.FLOAT_BINARY[e.op].ref(ev(e.a, axes), ev(e.b, axes))
+        if isinstance(e, ir.CUn):
+            return semantics.FLOAT_UNARY[e.op].ref(ev(e.a, axes))
+        if isinstance(e, ir.CScalar):
+            return np.float64(inputs[e.name])
+        return np.float64(e.value)
+
+    axes = list(contract.index_vars)
+    with np.errstate(all="ignore"):
+        return np.broadcast_to(ev(contract.expr, axes), [extent[a] for a in axes]).copy()
 
 
 def output_error(out: np.ndarray, expected: np.ndarray) -> float:

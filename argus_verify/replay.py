@@ -12,7 +12,7 @@ import numpy as np
 
 from argus_verify import ir
 from argus_verify.diagnostics import ArgusError
-from argus_verify.reference import load_reference, make_inputs
+from argus_verify.reference import evaluate_contract, load_reference, make_inputs
 
 REPLAY_SEED = 20261129
 
@@ -150,9 +150,9 @@ class _Run:
         for name, val in (w.get("params") or {}).items():
             inputs[name] = int(val)
         self.arrays = {n: v for n, v in inputs.items() if isinstance(v, np.ndarray)}
-        scalars = {n: v for n, v in inputs.items() if not isinstance(v, np.ndarray)}
+        self.scalars = {n: v for n, v in inputs.items() if not isinstance(v, np.ndarray)}
         try:
-            self.outputs = run(kernel, self.arrays, sizes, scalars, trace=self.events.append, schedule=schedule)
+            self.outputs = run(kernel, self.arrays, sizes, self.scalars, trace=self.events.append, schedule=schedule)
         except ArgusRuntimeError as e:
             self.fault = e
         except ArgusError:
@@ -286,7 +286,11 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
         tags = (getattr(result, "detail", None) or {}).get("tags") or {}
         message = getattr(result, "message", "")
         if "mma" in message or "reduction" in message:  # operands held by other threads / values
-            return out(UNCHECKED, "the operands are not at the witness's (thread, value)")
+            found = _contract_mismatch(kernel, w, path)
+            if found is None:
+                return out(UNCHECKED, "the operands are not at the witness's (thread, value), and no contract "
+                                      "gives the output's values at these sizes")
+            return out(*found)
         if not tags or "thread" not in w:
             return out(UNCHECKED, "no operand tags in the witness")
         block, thread, value, loop = _point(w)
@@ -328,6 +332,38 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
     if ob == "race" or (ob == "output-once" and "thread" not in w and "threads" in w):
         return _schedule_dependence(kernel, w, path, out)
     return out(UNCHECKED, f"{ob} witnesses are not replayed")
+
+
+def _contract_mismatch(kernel: ir.Kernel, w: dict, path: str | None):
+    """(status, text) from running the kernel at the witness's sizes and comparing each output that
+    has a contract with what the contract gives (float64): a mismatch well beyond rounding
+    reproduces a wrong pairing of operands; None when there is nothing to compare."""
+    r = _Run(kernel, w, path)
+    if not r.ok or r.fault is not None or not kernel.contracts:
+        return None
+    sizes = {k: int(v) for k, v in w["sizes"].items() if k in kernel.sizes}
+    inputs = {**r.arrays, **r.scalars}
+    compared = []
+    for contract in kernel.contracts:
+        want = evaluate_contract(kernel, contract, inputs, sizes)
+        got = r.outputs.get(contract.tensor)
+        if want is None or got is None:
+            continue
+        got = np.asarray(got, dtype=np.float64)
+        # rounding: the output's precision over the magnitudes summed (float32 sums stay far below)
+        eps = {"f32": 2.0 ** -12, "f64": 2.0 ** -40}.get(kernel.param(contract.tensor).dtype, 2.0 ** -6)
+        tol = eps * (1.0 + np.abs(want))
+        with np.errstate(invalid="ignore"):
+            bad = np.isfinite(got) & np.isfinite(want) & (np.abs(got - want) > tol)
+        if bad.any():
+            at = tuple(int(x[0]) for x in np.nonzero(bad))
+            return (REPRODUCED, f"{contract.tensor}{list(at)} is {got[at]:.6g} where the contract gives "
+                                f"{want[at]:.6g} (the witness's sizes, random inputs)")
+        compared.append(contract.tensor)
+    if not compared:
+        return None
+    return (NOT_REPRODUCED, f"{', '.join(compared)} equal{'s' if len(compared) == 1 else ''} the contract at the "
+                            "witness's sizes (random inputs)")
 
 
 def _schedule_dependence(kernel: ir.Kernel, w: dict, path: str | None, out) -> dict:

@@ -66,7 +66,7 @@ class Entry:
 @attrs.frozen
 class Prov:
     entries: dict  # Key -> Entry
-    axes: tuple  # per tile axis: Key | None (which input dimension it walks)
+    axes: tuple  # per tile axis: frozenset of Keys (the input dimensions it walks; several after a product)
     bad: np.ndarray  # [threads, values] int: -1, or the index of a Problem this value depends on
 
 
@@ -379,7 +379,7 @@ class Coverage:
 
     # -- fragments -----------------------------------------------------------------------------
     def empty(self, typ: ir.FragType) -> Prov:
-        return Prov({}, (None,) * len(typ.tile), np.full((self.B, typ.values), -1))
+        return Prov({}, (frozenset(),) * len(typ.tile), np.full((self.B, typ.values), -1))
 
     def assign(self, s: ir.Assign, env, loop) -> Prov:
         op, typ = s.op, s.type
@@ -398,8 +398,7 @@ class Coverage:
             return env[op.arg]
         if isinstance(op, ir.Relabel):
             src = env[op.arg]
-            axes = tuple(reversed(src.axes)) if isinstance(typ.coords, ir.Transposed) else (None,) * len(typ.tile)
-            return attrs.evolve(src, axes=axes)
+            return attrs.evolve(src, axes=_relabelled_axes(src.axes, self.frag_types[op.arg].tile, typ))
         if isinstance(op, ir.Reduce):
             return self.reduce(s, op, env[op.arg])
         if isinstance(op, ir.Shuffle):
@@ -443,12 +442,13 @@ class Coverage:
             raise Unsupported(f"the tag assertion on '{s.name}' names elements outside one step of the loop", s.span)
         counts = np.zeros((self.B, s.type.values, w.size), COUNT)
         np.put_along_axis(counts, offs[..., None].astype(np.int64), 1, axis=-1)
-        axes = [None] * len(s.type.tile)
-        axes[a.axis] = a.key
+        axes = [frozenset()] * len(s.type.tile)
+        axes[a.axis] = frozenset({a.key})
         return Prov({a.key: Entry(None, counts)}, tuple(axes), np.full((self.B, s.type.values), -1))
 
     def load_global(self, view: ir.View, tv, span, loop) -> Prov:
         typ = ir.FragType("f32", tv)
+        self.whole_block(typ, span)
         axes_dims = view.tile_axes()
         coords = tv.coord_table()  # [T, V, rank]
         entries = {}
@@ -472,7 +472,7 @@ class Coverage:
             counts = np.zeros((self.B, typ.values, w.size), COUNT)
             np.put_along_axis(counts, offs[..., None].astype(np.int64), 1, axis=-1)
             entries[key] = Entry(None, counts)
-        axes = tuple(Key(view.base, d) for d in axes_dims)
+        axes = tuple(frozenset({Key(view.base, d)}) for d in axes_dims)
         return Prov(entries, axes, np.full((self.B, typ.values), -1))
 
     def elementwise(self, s: ir.Assign, op: ir.Elementwise, env) -> Prov:
@@ -508,18 +508,18 @@ class Coverage:
 
     def reduce(self, s: ir.Assign, op: ir.Reduce, src: Prov) -> Prov:
         groups = ir.reduction_groups(self.frag_types[op.arg], s.type)  # [T, V, V]
-        axis_key = src.axes[op.axis] if op.axis < len(src.axes) else None
+        axis_keys = src.axes[op.axis] if op.axis < len(src.axes) else frozenset()
         bad = src.bad
         entries = {}
         for key, e in src.entries.items():
             if e.op not in (None, op.op):
                 bad = self.finish_all(s.span, {key: e}, bad)
                 continue
-            if axis_key is not None and key != axis_key and e.op is None:
+            if axis_keys and key not in axis_keys and e.op is None:
                 # elements of another dimension ride along (a row index); they must not be summed
                 entries[key] = e
                 continue
-            if axis_key is not None and key != axis_key:
+            if axis_keys and key not in axis_keys:
                 raise Unsupported(f"reduce_{op.op} along axis {op.axis} combines partial {op.op}s of "
                                   f"{key.tensor}'s dimension {key.dim} across another dimension", s.span)
             counts = np.einsum("tvw,two->tvo", groups.astype(COUNT), e.counts)  # exact: small integers
@@ -551,17 +551,17 @@ class Coverage:
             else:
                 entries[key] = Entry("sum", e.counts)
         for src, idx, kaxis in ((a, ia, 1), (b, ib, 0)):
-            kkey = src.axes[kaxis] if kaxis < len(src.axes) else None
+            kkeys = src.axes[kaxis] if kaxis < len(src.axes) else frozenset()
             for key, e in src.entries.items():
                 if e.op is not None:
                     bad = self.finish_all(s.span, {key: e}, bad)
                     continue
-                if key != kkey:
+                if key not in kkeys:
                     continue  # the row (column) of a (b): tags check it
                 add = e.counts[t, idx].sum(axis=2)  # [T, Vc, W]
                 prev = entries.get(key)
                 entries[key] = Entry("sum", add if prev is None else prev.counts + add)
-        axes = (a.axes[0] if a.axes else None, b.axes[1] if len(b.axes) > 1 else None)
+        axes = (a.axes[0] if a.axes else frozenset(), b.axes[1] if len(b.axes) > 1 else frozenset())
         return Prov(entries, axes, bad)
 
     def mma_by_coordinate(self, s: ir.Assign, op: ir.Mma, a: Prov, b: Prov, c: Prov) -> Prov:
@@ -577,9 +577,9 @@ class Coverage:
                 bad = np.where(bad >= 0, bad, int(src.bad.max()))
         for src, typ, kaxis in ((a, ta, 1), (b, tb, 0)):
             coords = typ.coords.coord_table()
-            kkey = src.axes[kaxis] if kaxis < len(src.axes) else None
+            kkeys = src.axes[kaxis] if kaxis < len(src.axes) else frozenset()
             for key, e in src.entries.items():
-                if e.op is not None or key != kkey:
+                if e.op is not None or key not in kkeys:
                     if e.op is not None:
                         bad = self.finish_all(s.span, {key: e}, bad)
                     continue
@@ -604,7 +604,7 @@ class Coverage:
                 add = table.sum(axis=1)[rows]  # [T, Vc, W]: the sum over k of each row (column)
                 prev = entries.get(key)
                 entries[key] = Entry("sum", add if prev is None else prev.counts + add)
-        axes = (a.axes[0] if a.axes else None, b.axes[1] if len(b.axes) > 1 else None)
+        axes = (a.axes[0] if a.axes else frozenset(), b.axes[1] if len(b.axes) > 1 else frozenset())
         return Prov(entries, axes, bad)
 
     # -- shared memory: logical element -> what was written there in this pass ---------------
@@ -618,7 +618,13 @@ class Coverage:
                 cells[int(flat[t, v])] = ({k: (e.op, e.counts[t, v]) for k, e in prov.entries.items()},
                                           int(prov.bad[t, v]), self.scope)
 
+    def whole_block(self, typ: ir.FragType, span) -> None:
+        if typ.coords.threads != self.B:
+            raise Unsupported(f"a fragment of a warpgroup role ({typ.coords.threads} of the block's {self.B} "
+                              "threads) moves reduction data; the analysis follows fragments of the whole block", span)
+
     def shared_cells(self, view: ir.View, typ: ir.FragType, span) -> np.ndarray:
+        self.whole_block(typ, span)
         alloc = self.allocs[view.base]
         starts = []
         for sl in view.index:
@@ -656,7 +662,7 @@ class Coverage:
                         raise Unsupported(f"{view.base} mixes different stages of a reduction", span)
                     entries[key][1][t, v] = vec
         return Prov({k: Entry(op, c) for k, (op, c) in entries.items()},
-                    (None,) * len(typ.tile), bad)
+                    (frozenset(),) * len(typ.tile), bad)
 
     # -- stores and completed reductions -------------------------------------------------------
     def store(self, s: ir.Store, env, loop, active):
@@ -854,8 +860,26 @@ def _butterfly_bad(bad: np.ndarray, lanes: int) -> np.ndarray:
 
 
 def _merge_axes(all_axes: list) -> tuple:
+    """The axes of an elementwise result: operands of its rank pair values by coordinate, so an axis
+    walks every dimension an operand's same axis walks (A's columns and x's elements in `a * x`).
+    An operand of lower rank pairs by (thread, value), not by coordinate: its axes name nothing."""
     rank = max(len(a) for a in all_axes)
-    return tuple(next((a[i] for a in all_axes if i < len(a) and a[i] is not None), None) for i in range(rank))
+    return tuple(frozenset().union(*(a[i] for a in all_axes if len(a) == rank)) for i in range(rank))
+
+
+def _relabelled_axes(axes: tuple, old_tile: tuple, typ: ir.FragType) -> tuple:
+    """A transpose swaps the axes; a reshape that only adds or drops axes of extent 1 keeps each
+    longer axis's dimensions; any other reshape mixes axes, and they name nothing."""
+    if isinstance(typ.coords, ir.Transposed):
+        return tuple(reversed(axes))
+    new_tile = tuple(typ.tile)
+    long_old = [i for i, n in enumerate(old_tile) if n != 1]
+    long_new = [i for i, n in enumerate(new_tile) if n != 1]
+    out = [frozenset()] * len(new_tile)
+    if [old_tile[i] for i in long_old] == [new_tile[i] for i in long_new]:
+        for i, j in zip(long_old, long_new, strict=True):
+            out[j] = axes[i] if i < len(axes) else frozenset()
+    return tuple(out)
 
 
 def _first_bad(bads: list) -> np.ndarray:
@@ -875,7 +899,7 @@ def _select(cond: np.ndarray, a: Prov, b: Prov) -> Prov:
         cb = eb.counts if eb is not None else np.zeros_like(ref.counts)
         op = ea.op if ea is not None and ea.op is not None else (eb.op if eb is not None else None)
         entries[key] = Entry(op, np.where(c3, ca, cb))
-    return Prov(entries, a.axes, np.where(cond[:, None], a.bad, b.bad))
+    return Prov(entries, _merge_axes([a.axes, b.axes]), np.where(cond[:, None], a.bad, b.bad))
 
 
 def _walk_stmts(body):

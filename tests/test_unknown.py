@@ -334,6 +334,25 @@ kernel {name}(A: f32[M, N], x: f32[N]) -> y: f32[M]:
     store(y[block_id.x : block_id.x + 1], reshape(s, 1), where=thread_id == 0)
 """, "output-contract", "the contract reads x, which no tag names, so which of its elements reach y is not checked: "
         "declare tag x[j] = (*, j)"),
+    # A and B are multiplied at the same k, and their tags star it: a kernel pairing A[i, k] with
+    # B[k + 8, j] would carry these tags too (tests/test_paired_tags.py has that kernel)
+    "contract_factor_pairing_untagged": ("""\
+kernel {name}(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N]:
+    requires K <= 16
+    grid(cdiv(N, 16), cdiv(M, 16))
+    block(256)
+    tag A[i, k] = (i, *)
+    tag B[k, j] = (*, j)
+    tag C[i, j] = (i, j) once
+    contract C[i, j] = sum(A[i, k] * B[k, j] for k)
+    m0 = block_id.y * 16
+    n0 = block_id.x * 16
+    a = load(A[m0 : m0 + 16, 0 : 16], tv=((16, 16), 16):((0, 16), 1), mask=True)
+    b = load(B[0 : 16, n0 : n0 + 16], tv=((16, 16), 16):((1, 0), 16), mask=True)
+    acc = mma(a, b, zeros(f32[16, 16], tv=((16, 16), 1):((1, 16), 0)))
+    store(C[m0 : m0 + 16, n0 : n0 + 16], acc, mask=True)
+""", "output-contract", "the contract multiplies elements of A and B read at 'k', and the tag of A does not carry "
+        "its index k"),
 }
 
 

@@ -58,14 +58,52 @@ def check_contracts(an, timeout) -> list:
             result = result_from(res, "output-contract", span, "output contract could not be proved", proved)
             if result.status == "proved" and missing:  # an untagged element agrees with every tag
                 result = _unchecked_inputs(an.k, acc.tensor, missing, span, res.seconds)
+            unpaired = ir.unpaired_factors(an.k, acc.tensor)
+            if result.status == "proved" and unpaired:
+                result = _unpaired(an.k, acc.tensor, unpaired, span, res.seconds)
             out.append(result)
             continue
         violation = contract_violation(an, acc, frag, res, span, (ctx, inst, t, v, e, tg, declared))
         if violation.detail["lhs"] is None and missing:
             # no tag at all: the value may come from the untagged inputs alone, which is no error
             violation = _unchecked_inputs(an.k, acc.tensor, missing, span, res.seconds)
+        elif violation.detail["lhs"] is None:
+            violation = _mixed_reduction(an, violation, timeout) or violation
         out.append(violation)
     return out
+
+
+def _mixed_reduction(an, violation: ObligationResult, timeout) -> ObligationResult | None:
+    """Unknown in place of `violation` (an output element that receives no tag) where the value came
+    through a reduction that may combine tagged elements with untagged ones: a reduction's value
+    carries the tag of one element of its group, so a partial sum that a guard left at zero
+    (`if c0 + thread_id < N: acc = acc + xs`) stands for the whole group, whose other members are
+    tagged. None where every reduction on the path combines elements of one kind (then the whole
+    group is untagged and the violation is real)."""
+    spans = {(h["line"], h["col"]) for h in violation.path if str(h.get("op", "")).startswith("reduce_")}
+    for ck in an.checks:
+        sp = span_of(ck.node)
+        if ck.kind != "reduce" or (sp.line, sp.col) not in spans:
+            continue
+        res, _, _ = solve(an, timeout, partial(_mixing_query, ck=ck))
+        if res.status != "proved":
+            reason = (f"the value stored is a reduction (line {sp.line}) that may combine tagged elements with "
+                      "untagged ones (a partial left at its initial constant by a guard): its tag is one "
+                      "element's, and the one shown is untagged")
+            return ObligationResult("output-contract", "unknown", violation.location,
+                                    f"output contract not established: {reason}",
+                                    detail={"reason": reason, "mixed_reduction": sp.line},
+                                    seconds=violation.seconds + res.seconds)
+    return None
+
+
+def _mixing_query(q, ck):
+    """A point of reduction `ck` whose group holds a tagged and an untagged element (agreeing)."""
+    S, ctx, inst, t = point(q, ck.node)
+    v = value_var(q, ck.typ.values)
+    r = ck.fn(S, ctx, inst, t, v)
+    q.add(ck.node.guard(S, ctx, inst, t), r["cons"], r["approx"])
+    return ctx, inst, t, v, r
 
 
 def _untagged_output(contract) -> ObligationResult:
@@ -87,6 +125,20 @@ def _unchecked_inputs(kernel, output: str, missing: list, span, seconds: float) 
               f"{_suggested_tag(kernel, kernel.contract_of(output), missing[0])}")
     return ObligationResult("output-contract", "unknown", span, f"output contract not established: {reason}",
                             detail={"reason": reason, "untagged": missing}, seconds=seconds)
+
+
+def _unpaired(kernel, output: str, unpaired: list, span, seconds: float) -> ObligationResult:
+    """Unknown: a reduction of `output`'s contract multiplies elements read at its variable, and the
+    tags of `unpaired` do not carry that index, so which elements the kernel multiplies together is
+    not checked (each may still be taken once, by reduction-coverage, and paired wrongly)."""
+    tensor, var = unpaired[0]
+    elem = next(e for e in ir.contract_elements(kernel.contract_of(output).expr) if e.tensor == tensor)
+    reason = (f"the contract multiplies elements of {' and '.join(dict.fromkeys(t for t, _ in unpaired))} read at "
+              f"'{var}', and the tag of {tensor} does not carry its index {var} ('*' or another function of it), "
+              f"so which elements are multiplied together is not checked: tag {tensor}[{', '.join(elem.indices)}] "
+              f"with the index itself at that component, as the other factors' tags do")
+    return ObligationResult("output-contract", "unknown", span, f"output contract not established: {reason}",
+                            detail={"reason": reason, "unpaired": [list(u) for u in unpaired]}, seconds=seconds)
 
 
 def _suggested_tag(kernel, contract, tensor: str) -> str:

@@ -33,13 +33,17 @@ def test_wrong_kernel_fails_on_the_gpu_and_one_worker_per_gpu():
     path = ROOT / "tasks" / "level1" / "09_relu.py"
     t = read_task(path)
     src = render(plan(t.declared_ops, t)).replace("max(xs, 0.0)", "xs")
+    # the template's contract says relu, so the verifier rejects the mutant before any run; without
+    # the contract line the proofs hold (tags only) and the GPU's check against the task must catch it
+    unstated = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith("contract "))
     ex = LocalExecutor(timeout_s=300, cpu_workers=1)  # verification on the GPU worker: one slot per GPU
     try:
         assert not ex.two_phase and ex.slots == max(1, gpu_count())
-        (r,) = ex.map([{"source": src, "task": str(path), "backend": "cuda", "bench": True,
-                        "checks": check_plan(t, "cuda")}])
+        stated, r = ex.map([{"source": s, "task": str(path), "backend": "cuda", "bench": True,
+                             "checks": check_plan(t, "cuda")} for s in (src, unstated)])
     finally:
         ex.close()
+    assert stated["verdict"] == "violated" and "bench" not in stated
     assert r["verdict"] == "wrong" and "bench" not in r
 
 
