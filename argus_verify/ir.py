@@ -965,7 +965,9 @@ def derived_tag(kernel: Kernel, tensor: str) -> TagDecl | None:
         if not tuples:
             continue
         out = kernel.tag_of(c.tensor)
-        decl = _implied_tag(tensor, tuples, c, out, paired_dims(c).get(tensor, set())) if out is not None else None
+        paired = paired_dims(c, any(isinstance(s, Assign) and isinstance(s.op, (Mma, Wgmma))
+                                    for s in walk_stmts(kernel.body))).get(tensor, set())
+        decl = _implied_tag(tensor, tuples, c, out, paired) if out is not None else None
         if decl is None or (found is not None and found != decl):
             return None
         found = decl
@@ -1014,23 +1016,35 @@ def _implied_tag(tensor: str, tuples: set, contract: Contract, out: TagDecl, pai
     return TagDecl(tensor, tuple(names), comps, False, contract.span)
 
 
-def paired_dims(contract: Contract) -> dict:
+def paired_dims(contract: Contract, uses_mma: bool = False) -> dict:
     """tensor -> the dimensions whose index its tag must carry so that the kernel's tag rules check
     how a reduction pairs its factors. `sum(A[i, k] * B[k, j] for k)` multiplies A[i, k] with
     B[k, j] of the same k; with A tagged (i, *) and B (*, j) a kernel that pairs A[i, k] with
     B[k + 8, j] carries the right rows and columns, takes every k once, and computes something
-    else. Tagged (i, k) and (k, j), the mma rule (`tag(a)[1] == tag(b)[0]`) compares them. Implied
-    for the two layouts the rules compare: the mma pattern (one factor [., k], one [k, .]) and
-    factors of one rank with k at the same dimension (`x[i, k] * y[i, k]`, the elementwise rule)."""
+    else. Tagged (i, k) and (k, j), the mma rule (`tag(a)[1] == tag(b)[0]`) compares them.
+
+    Implied only where the layout the kernel's rule compares follows from the contract: the mma
+    pattern (one factor [., k], one [k, .]), and factors of one rank with k at the same dimension
+    (`x[i, k] * y[i, k]`) in a kernel without mma (the elementwise rule; an mma would take one of
+    them transposed, as attention's Q K^T does, and compare other components). A tensor read at
+    the variables of two reductions (attention's K[k, e]) is left out: which of its components an
+    mma compares depends on the kernel. Left out, a factor's pairing is unchecked, and the output
+    contract says so (`unpaired_factors`)."""
     out: dict = {}
+    variables: dict = {}  # tensor -> the reduction variables it is read at
+    for red in contract.reductions():
+        for e in contract_elements(red.body):
+            if red.var in e.indices:
+                variables.setdefault(e.tensor, set()).add(red.var)
     for red in contract.reductions():
         factors = _factors(red)
         if len({(e.tensor, e.indices) for e in factors}) < 2 or any(e.indices.count(red.var) != 1 for e in factors):
             continue
         where = {(len(e.indices), e.indices.index(red.var)) for e in factors}
-        if len(where) == 1 or (len(factors) == 2 and where == {(2, 0), (2, 1)}):
+        if (len(where) == 1 and not uses_mma) or (len(factors) == 2 and where == {(2, 0), (2, 1)}):
             for e in factors:
-                out.setdefault(e.tensor, set()).add(e.indices.index(red.var))
+                if len(variables[e.tensor]) == 1:
+                    out.setdefault(e.tensor, set()).add(e.indices.index(red.var))
     return out
 
 

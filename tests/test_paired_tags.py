@@ -127,3 +127,19 @@ def test_a_tagged_matrix_vector_product_proves_coverage_of_x_too():
     # the warp's reduction over half its lanes: x and A are both short
     _, rep, by = by_obligation(src.replace("lanes=0b11111", "lanes=0b01111"))
     assert by["reduction-coverage"] == {"violated"}, rep.render_text()
+
+
+@pytest.mark.parametrize("contract, uses_mma, paired", [
+    ("C[i, j] = sum(A[i, k] * B[k, j] for k)", True, {"A": {1}, "B": {0}}),
+    ("C[i, j] = sum(A[i, k] * B[k, j] for k)", False, {"A": {1}, "B": {0}}),
+    ("C[i, j] = sum(A[i, k] * B[j, k] for k)", False, {"A": {1}, "B": {1}}),  # elementwise rule
+    ("C[i, j] = sum(A[i, k] * B[j, k] for k)", True, {}),  # an mma takes B transposed: other components
+    ("C[i, j] = sum(A[i, k] for k)", False, {}),  # one factor: nothing to pair
+    # attention: K is read at k and at e, so which components an mma compares depends on the kernel
+    ("C[i, j] = sum(exp(sum(A[i, e] * K[k, e] for e)) * B[k, j] for k)", True, {}),
+])
+def test_which_factors_the_contract_pairs(contract, uses_mma, paired):
+    src = ("kernel k(A: f32[M, L], B: f32[L, N], K: f32[L, L]) -> C: f32[M, N]:\n    grid(1)\n    block(32)\n"
+           f"    contract {contract}\n")
+    kernel = compile_source(src, "k.arg")
+    assert {t: d for t, d in ir.paired_dims(kernel.contracts[0], uses_mma).items() if d} == paired
