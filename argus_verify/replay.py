@@ -227,6 +227,8 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
     tag-assertion,       every operand the witness names whose value is a copy of an input
     output-contract      element holds an element with the claimed tag
     launch (division)    the run faults with a division by zero at the division's line
+    reduction-coverage   an output differs from what the contract gives (float64), well beyond rounding
+    (and mma tag-assertion / output-contract witnesses, whose operands other threads hold)
 
     race,                the result at the witness's sizes depends on the schedule the interpreter
     output-once (twice)  runs warps and threads in (shown, not pinned to the witness's two accesses)
@@ -329,6 +331,10 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
         if at == line and "division by zero" in str(r.fault):
             return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
         return out(UNCHECKED, f"the interpreter faulted first at line {at}")
+    if ob == "reduction-coverage":  # a loop range or a lost iteration: the output differs from the contract
+        found = _contract_mismatch(kernel, w, path)
+        return out(*found) if found is not None else out(UNCHECKED, "no contract gives the output's values at "
+                                                                    "these sizes")
     if ob == "race" or (ob == "output-once" and "thread" not in w and "threads" in w):
         return _schedule_dependence(kernel, w, path, out)
     return out(UNCHECKED, f"{ob} witnesses are not replayed")

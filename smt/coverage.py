@@ -167,6 +167,8 @@ class Coverage:
         self.frag_types: dict[str, ir.FragType] = {}
         self.scope = object()  # which pass over a loop body wrote a shared cell
         self.lets: dict[str, ir.IExpr] = {}  # integer names, expanded where they are used
+        self.rest: list = []  # the statements after the one being walked, at each enclosing level
+        self.last_only: dict = {}  # Key -> (loop, name): only the loop's last iteration reaches `name`'s readers
         if not self.keys:
             return
         self.anchors: dict[str, Anchor] = {}
@@ -278,27 +280,34 @@ class Coverage:
 
     # -- statements ----------------------------------------------------------------------------
     def walk(self, body, env, loop, active):
-        for s in body:
-            if isinstance(s, ir.Let):
-                self.lets[s.name] = subst(s.value, self.lets)
-            elif isinstance(s, ir.Assign):
-                self.frag_types[s.name] = s.type
-                env[s.name] = self.assign(s, env, loop)
-            elif isinstance(s, ir.SharedAlloc):
-                self.allocs[s.name] = s
-                self.shared[s.name] = {}
-            elif isinstance(s, (ir.Store, ir.Stmatrix)):
-                self.store(s.as_store() if isinstance(s, ir.Stmatrix) else s, env, loop, active)
-            elif isinstance(s, ir.TmaStore):
-                self.tma_store(s)
-            elif isinstance(s, ir.CopyAsync):
-                prov = self.load_global(s.src, s.tv, s.span, loop)
-                typ = ir.FragType("f32", s.tv)
-                self.write_shared(s.dst, prov, typ, np.broadcast_to(active, (self.B,)), s.span)
-            elif isinstance(s, ir.For):
-                self.loop(s, env, active)
-            elif isinstance(s, ir.If):
-                self.branch(s, env, loop, active)
+        for i, s in enumerate(body):
+            self.rest.append(body[i + 1:])  # what runs after `s` at this level (for `loop`)
+            try:
+                self.step(s, env, loop, active)
+            finally:
+                self.rest.pop()
+
+    def step(self, s, env, loop, active):
+        if isinstance(s, ir.Let):
+            self.lets[s.name] = subst(s.value, self.lets)
+        elif isinstance(s, ir.Assign):
+            self.frag_types[s.name] = s.type
+            env[s.name] = self.assign(s, env, loop)
+        elif isinstance(s, ir.SharedAlloc):
+            self.allocs[s.name] = s
+            self.shared[s.name] = {}
+        elif isinstance(s, (ir.Store, ir.Stmatrix)):
+            self.store(s.as_store() if isinstance(s, ir.Stmatrix) else s, env, loop, active)
+        elif isinstance(s, ir.TmaStore):
+            self.tma_store(s)
+        elif isinstance(s, ir.CopyAsync):
+            prov = self.load_global(s.src, s.tv, s.span, loop)
+            typ = ir.FragType("f32", s.tv)
+            self.write_shared(s.dst, prov, typ, np.broadcast_to(active, (self.B,)), s.span)
+        elif isinstance(s, ir.For):
+            self.loop(s, env, active)
+        elif isinstance(s, ir.If):
+            self.branch(s, env, loop, active)
 
     def loop(self, s: ir.For, env, active):
         before = dict(env)
@@ -314,7 +323,22 @@ class Coverage:
         self.scope = outer
         for name in carried:
             self.check_accumulator(s, name, body_env[name])
+        self.note_last_iteration(s, before, body_env)
         env.update(body_env)
+
+    def note_last_iteration(self, s: ir.For, before: dict, body_env: dict):
+        """A value assigned in the loop's body, not before it, and read after it holds what the last
+        iteration computed: of a dimension the loop walks, one window (`acc = reduce_sum(xs)` in the
+        loop instead of `acc = acc + reduce_sum(xs)`). The counts of one iteration are complete, so
+        the window check must also rule out a second iteration (`last_only`)."""
+        after = {n for rest in self.rest for st in _walk_stmts(rest) for n in _reads(st)}
+        for name, prov in body_env.items():
+            if name in before or name not in after:
+                continue
+            for key, e in prov.entries.items():
+                w = self.windows.get(key)
+                if w is not None and w.loop is s and (e.op is not None or e.counts.any()):
+                    self.last_only.setdefault(key, (s, name))
 
     def check_accumulator(self, loop: ir.For, name: str, prov: Prov):
         """A value carried around the loop may hold reduction data only as an accumulator:
@@ -927,7 +951,7 @@ def _reads(s) -> set:
             elif isinstance(val, tuple):
                 names |= {x for x in val if isinstance(x, str)}
         return names
-    if isinstance(s, ir.Store):
+    if isinstance(s, (ir.Store, ir.Stmatrix)):
         return {s.value}
     if isinstance(s, ir.Assert):
         return set(s.frags)

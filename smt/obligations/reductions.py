@@ -97,7 +97,7 @@ def _coverage_results(kernel, timeout_s, shapes, proved_windows=frozenset()) -> 
             w = cov.windows.get(key)
             if w is None:
                 continue
-            res = _window_check(kernel, contract, key, w, timeout_s, cov.lets, shapes)
+            res = _window_check(kernel, contract, key, w, timeout_s, cov.lets, shapes, cov.last_only.get(key))
             if res is not None:
                 out.append(res)
                 break  # one gap is enough: the other operands of the same loop share it
@@ -132,8 +132,10 @@ def _problem(kernel, contract, cov: Coverage, p) -> ObligationResult:
         explanation=lines)
 
 
-def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes) -> ObligationResult | None:
-    """The solver's part: the windows tile the dimension from 0 for every admissible size."""
+def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, last_only=None) -> ObligationResult | None:
+    """The solver's part: the windows tile the dimension from 0 for every admissible size. With
+    `last_only` (loop, name): only the loop's last window reaches the output (through `name`,
+    assigned in the loop), so the loop must also never run twice."""
     env = {n: z3.Int(n) for n in kernel.sizes}
     cons = [z3.And(s >= 1, s <= max(Z.MAX_SIZE, shapes.get(n, 0))) for n, s in env.items()]
     cons += [env[n] == v for n, v in shapes.items() if n in env]
@@ -157,6 +159,10 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes) -> 
     s.set("timeout", int(timeout_s * 1000))
     s.add(*cons)
     bad = gap if first is None else z3.Or(gap, first != 0)
+    twice = None
+    if last_only is not None and w.loop is not None and last_only[0] is w.loop:
+        twice = trips >= 2
+        bad = z3.Or(bad, twice)
     s.add(bad)
     res = s.check()
     if res == z3.unsat:
@@ -169,6 +175,17 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes) -> 
     sizes = {n: m.eval(v, model_completion=True).as_long() for n, v in env.items()}
     ext = m.eval(extent, model_completion=True).as_long()
     where = w.loop.span if w.loop is not None else contract.span
+    if twice is not None and z3.is_true(m.eval(twice, model_completion=True)):
+        n = m.eval(trips, model_completion=True).as_long()
+        msg = (f"only the last of the {n} iterations of the loop at line {where.line} reaches the output: "
+               f"'{last_only[1]}' is assigned in the loop, not accumulated into a value from before it, so "
+               f"{key.tensor}'s elements 0 .. {(n - 1) * w.size - 1} of dimension {key.dim} are skipped")
+        return ObligationResult(
+            "reduction-coverage", "violated", contract.span, msg,
+            witness={"sizes": sizes}, detail={"tensor": key.tensor, "dim": key.dim, "last_only": last_only[1]},
+            hint=f"start '{last_only[1]}' before the loop and combine each iteration into it "
+                 f"({last_only[1]} = {last_only[1]} + ..., or mma(a, b, {last_only[1]}))",
+            explanation=[f"at {', '.join(f'{k} = {v}' for k, v in sizes.items())}: {msg}"])
     if first is not None and m.eval(first, model_completion=True).as_long() != 0:
         msg = (f"the loop at line {where.line} starts at {key.tensor}'s element "
                f"{m.eval(first, model_completion=True).as_long()} of dimension {key.dim}, not 0")
