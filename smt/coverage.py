@@ -169,6 +169,7 @@ class Coverage:
         self.lets: dict[str, ir.IExpr] = {}  # integer names, expanded where they are used
         self.rest: list = []  # the statements after the one being walked, at each enclosing level
         self.last_only: dict = {}  # Key -> (loop, name): only the loop's last iteration reaches `name`'s readers
+        self.repeated: dict = {}  # Key -> (loop, name): `name` adds the same window at every iteration of loop
         if not self.keys:
             return
         self.anchors: dict[str, Anchor] = {}
@@ -323,6 +324,12 @@ class Coverage:
         self.scope = outer
         for name in carried:
             self.check_accumulator(s, name, body_env[name])
+            for key, e in body_env[name].entries.items():
+                # every iteration adds the same window again where the loop does not walk the dimension:
+                # a sum then counts each element once per iteration (max and min do not mind)
+                w = self.windows.get(key)
+                if e.op == "sum" and e.counts.any() and w is not None and w.loop is not s:
+                    self.repeated.setdefault(key, (s, name))
         self.note_last_iteration(s, before, body_env)
         env.update(body_env)
 

@@ -1,4 +1,6 @@
-"""A reduction whose value is assigned in the loop that walks its dimension, not accumulated into
+"""How often a loop's iterations reach a reduction: coverage counts one iteration's window.
+
+A reduction whose value is assigned in the loop that walks its dimension, not accumulated into
 a value from before the loop, keeps only the last iteration's window:
 
     for c0 in range(0, N, CHUNK):
@@ -8,7 +10,10 @@ a value from before the loop, keeps only the last iteration's window:
 Coverage counted one iteration's window (complete) and the loop's range (complete), and the kernel
 was proved, for a row sum and for a GEMM (`acc = mma(a, b, zeros(...))`). Now a value assigned in
 the loop and read after it makes a second iteration a violation, with sizes where it happens; the
-witness replays against the contract. Each buggy kernel is beside its correct twin."""
+witness replays against the contract. The converse: an accumulator that adds the same window at
+every iteration of a loop that does not move along the dimension counts each element once per
+iteration (proved before; a violation for a sum now, still proved for max). Each buggy kernel is
+beside its correct twin."""
 
 from __future__ import annotations
 
@@ -63,4 +68,40 @@ def test_the_accumulating_twin_stays_proved(src):
 
 def test_a_loop_that_runs_once_for_every_admissible_size_keeps_its_proof():
     _, rep, cov = coverage(rowsum_last("requires N <= CHUNK"))
+    assert [r.status for r in cov] == ["proved"], rep.render_text()
+
+
+REPEAT = """\
+kernel repeat_window(x: f32[M, N]) -> out: f32[M]:
+    requires N <= 1024
+    grid(M)
+    block(256)
+    contract out[i] = {op}(x[i, j] for j)
+    row = block_id.x
+    acc = full(f32[1, 1], {init}, tv=(256, 4):(0, 0))
+    for c0 in range(0, N, 512):
+        xs = load(x[row : row + 1, 0 : 1024], tv=(256, 4):(4, 1), mask=True, other={init})
+        acc = {op}(acc, reduce_{op}(xs, axis=1))
+    w = reduce_{op}(acc, axis=1, scope=warp, lanes=0b11111)
+    part = shared(f32[1, 8])
+    store(part[0 : 1, warp_id : warp_id + 1], w, where=lane_id == 0)
+    barrier()
+    ps = load(part, tv=(256, 8):(0, 1))
+    total = reduce_{op}(ps, axis=1)
+    store(out[row : row + 1], reshape(total, 1), where=thread_id == 0)
+"""
+
+
+def test_a_loop_that_adds_the_same_window_at_every_iteration_is_violated_for_a_sum():
+    # the whole row is loaded at every iteration of a loop that does not move along it: for
+    # N in 513..1024 the loop runs twice and every element is summed twice
+    src = REPEAT.format(op="sum", init="0.0").replace("acc = sum(acc, ", "acc = acc + (")  # (no sum(a, b))
+    kernel, rep, cov = coverage(src)
+    bad = [r for r in cov if r.status == "violated"]
+    assert len(bad) == 1 and bad[0].detail["repeated"] == "acc", rep.render_text()
+    assert replay.reproduce(kernel, bad[0])["status"] == "reproduced"
+
+
+def test_the_same_repetition_under_max_keeps_its_proof():
+    _, rep, cov = coverage(REPEAT.format(op="max", init="-inf"))
     assert [r.status for r in cov] == ["proved"], rep.render_text()

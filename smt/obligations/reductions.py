@@ -97,7 +97,8 @@ def _coverage_results(kernel, timeout_s, shapes, proved_windows=frozenset()) -> 
             w = cov.windows.get(key)
             if w is None:
                 continue
-            res = _window_check(kernel, contract, key, w, timeout_s, cov.lets, shapes, cov.last_only.get(key))
+            res = _window_check(kernel, contract, key, w, timeout_s, cov.lets, shapes, cov.last_only.get(key),
+                                cov.repeated.get(key))
             if res is not None:
                 out.append(res)
                 break  # one gap is enough: the other operands of the same loop share it
@@ -132,10 +133,13 @@ def _problem(kernel, contract, cov: Coverage, p) -> ObligationResult:
         explanation=lines)
 
 
-def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, last_only=None) -> ObligationResult | None:
+def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, last_only=None,
+                  repeated=None) -> ObligationResult | None:
     """The solver's part: the windows tile the dimension from 0 for every admissible size. With
     `last_only` (loop, name): only the loop's last window reaches the output (through `name`,
-    assigned in the loop), so the loop must also never run twice."""
+    assigned in the loop), so the loop must also never run twice. With `repeated` (loop, name):
+    accumulator `name` adds the same window at every iteration of a loop that does not walk the
+    dimension, so that loop must never run twice either."""
     env = {n: z3.Int(n) for n in kernel.sizes}
     cons = [z3.And(s >= 1, s <= max(Z.MAX_SIZE, shapes.get(n, 0))) for n, s in env.items()]
     cons += [env[n] == v for n, v in shapes.items() if n in env]
@@ -159,10 +163,20 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, las
     s.set("timeout", int(timeout_s * 1000))
     s.add(*cons)
     bad = gap if first is None else z3.Or(gap, first != 0)
-    twice = None
+    twice = again = None
     if last_only is not None and w.loop is not None and last_only[0] is w.loop:
         twice = trips >= 2
         bad = z3.Or(bad, twice)
+    if repeated is not None:
+        try:
+            rs, re_ = z3_int(subst(repeated[0].start, lets), env), z3_int(subst(repeated[0].stop, lets), env)
+        except KeyError as e:
+            return ObligationResult("reduction-coverage", "unknown", contract.span,
+                                    f"the range of the loop at line {repeated[0].span.line} uses {e.args[0]}",
+                                    detail={"reason": f"unsupported in the loop range: {e.args[0]}"})
+        rtrips = z3.If(re_ > rs, (re_ - rs + repeated[0].step - 1) / repeated[0].step, 0)
+        again = rtrips >= 2
+        bad = z3.Or(bad, again)
     s.add(bad)
     res = s.check()
     if res == z3.unsat:
@@ -175,6 +189,17 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, las
     sizes = {n: m.eval(v, model_completion=True).as_long() for n, v in env.items()}
     ext = m.eval(extent, model_completion=True).as_long()
     where = w.loop.span if w.loop is not None else contract.span
+    if again is not None and z3.is_true(m.eval(again, model_completion=True)):
+        n = m.eval(rtrips, model_completion=True).as_long()
+        line = repeated[0].span.line
+        msg = (f"'{repeated[1]}' adds the same elements of {key.tensor}'s dimension {key.dim} at each of the {n} "
+               f"iterations of the loop at line {line}, which does not move along that dimension: each is "
+               f"counted {n} times")
+        return ObligationResult(
+            "reduction-coverage", "violated", contract.span, msg,
+            witness={"sizes": sizes}, detail={"tensor": key.tensor, "dim": key.dim, "repeated": repeated[1]},
+            hint=f"let the loop at line {line} advance the view of {key.tensor} along dimension {key.dim}",
+            explanation=[f"at {', '.join(f'{k} = {v}' for k, v in sizes.items())}: {msg}"])
     if twice is not None and z3.is_true(m.eval(twice, model_completion=True)):
         n = m.eval(trips, model_completion=True).as_long()
         msg = (f"only the last of the {n} iterations of the loop at line {where.line} reaches the output: "
