@@ -191,10 +191,53 @@ class ReductionFlow:
             op = st.op
             if isinstance(op, ir.Elementwise) and len(op.args) == 2 and st.name in op.args:
                 other = op.args[1] if op.args[0] == st.name else op.args[0]
-                self.accumulation(st, op.op, before[st.name], env.get(other) if isinstance(other, str) else None,
-                                  s)
+                addend = env.get(other) if isinstance(other, str) else None
+                self.accumulation(st, op.op, before[st.name], addend, s)
+                walked = self.walked_by(st, op.op, addend, s)
+                if walked and isinstance(env.get(st.name), Flow):
+                    env[st.name] = attrs.evolve(env[st.name], families=env[st.name].families | walked)
             elif isinstance(op, (ir.Mma, ir.Wgmma)) and op.c == st.name:
                 self.check_init(st, "sum", before[st.name])
+
+    def walked_by(self, st, opname, addend: Flow | None, loop: ir.For) -> frozenset:
+        """The reductions `acc = acc (+) e` performs across the loop's iterations: along every input
+        dimension of e that the loop walks (its loads' start along it moves with the loop variable),
+        as `acc = acc + x[r, c : c + 256]` over rows r sums x along dimension 0. Padding that enters
+        along such a dimension must be the operator's identity, as for reduce_*."""
+        entry = semantics.FLOAT_BINARY.get(opname)
+        reduce_op = entry.combines if entry is not None else None
+        if addend is None or reduce_op not in semantics.REDUCE_OPS:
+            return frozenset()
+        held = {o for o in addend.axes if o is not None} | {o for i in range(len(addend.axes)) for o in addend.along(i)}
+        walked = held & self.loop_origins(loop)
+        identity = semantics.REDUCE_OPS[reduce_op].identity
+        for o in sorted(walked, key=lambda o: (o.tensor, o.dim)):
+            padded, value = addend.pad(o)
+            if padded and (value is None or any(x != identity for x in _values(value))):
+                self.report("padding", self.pad_sites.get((o, value), st.span),
+                            f"'{st.name}' accumulates over the loop at line {loop.span.line} elements of {o.tensor} "
+                            f"beyond its dimension {o.dim} that a masked load pads with {_fmt([value])}, not the "
+                            f"identity of {reduce_op} ({identity:g})",
+                            f"pad with other={_literal(identity)} in the masked load", value=value, identity=identity)
+                break
+        return frozenset((reduce_op, o) for o in walked)
+
+    def loop_origins(self, loop: ir.For) -> set:
+        """Input dimensions along which a global load in the loop's body moves with its variable."""
+        lets: dict = {}
+        out: set = set()
+        for st in ir.walk_stmts(self.k.body):
+            if isinstance(st, ir.Let):
+                lets[st.name] = st.value
+        for st in ir.walk_stmts(loop.body):
+            view = st.op.src if isinstance(st, ir.Assign) and isinstance(st.op, ir.Load) else None
+            if view is None or view.space != "global":
+                continue
+            for d, it in enumerate(view.index):
+                start = it.start if isinstance(it, ir.Slice) else it.index
+                if _depends_on(start, loop.var, lets):
+                    out.add(Origin(view.base, d))
+        return out
 
     def accumulation(self, st, opname, init: Flow, addend: Flow | None, loop: ir.For):
         entry = semantics.FLOAT_BINARY.get(opname)
@@ -457,6 +500,17 @@ def _fmt(values) -> str:
         vs = _values(v)
         out.append("an unknown value" if vs is None else " or ".join(f"{x:g}" for x in vs))
     return ", ".join(out)
+
+
+def _depends_on(e, var: str, lets: dict, seen: frozenset = frozenset()) -> bool:
+    """Whether integer expression e mentions `var`, through the lets it names."""
+    for x in ir.walk_iexpr(e):
+        if isinstance(x, ir.IVar):
+            if x.name == var:
+                return True
+            if x.name in lets and x.name not in seen and _depends_on(lets[x.name], var, lets, seen | {x.name}):
+                return True
+    return False
 
 
 def _join(a: Flow, b: Flow) -> Flow:
