@@ -53,7 +53,7 @@ from argus_verify.runtime.measure import rel_error, tolerance
 ROOT = Path(__file__).resolve().parents[1]
 CLASSES = ("both", "verifier-only", "warning-only", "false-proof", "neither", "error")
 OPERATORS = ("constant", "layout", "arith", "compare", "loop-bound", "cdiv", "mask", "where", "padding",
-             "sync-dropped", "index-swap", "special")
+             "sync-dropped", "index-swap", "special", "accumulate")
 # the execution-point specials, each replaced by the others of its kind ("special")
 SPECIAL_SWAPS = {"thread_id": ("lane_id", "warp_id"), "lane_id": ("thread_id",), "warp_id": ("lane_id",),
                  "x": ("y",), "y": ("x",), "z": ("x",)}
@@ -283,6 +283,50 @@ class SiteFinder:
         start = span(items[i - 1])[1] if i > 0 else span(kw)[0]
         end = span(kw)[1] if i > 0 else span(items[i + 1])[0]
         self.edits.append(Edit(start, end, "", "where"))
+
+    def at_suite(self, node, _in_layout):
+        """An accumulation turned into an assignment (`accumulate`): the accumulator's start before a
+        loop is dropped and `acc = acc + e` in the loop becomes `acc = e` (`max(acc, e)`: `e`;
+        `mma(a, b, acc)`: `mma(a, b, <the start>)`), so that only the last iteration reaches what follows.
+        One edit spans both statements."""
+        stmts = list(node.children)
+        for i, loop in enumerate(stmts):
+            if not (isinstance(loop, Tree) and loop.data == "for_stmt"):
+                continue
+            for st in loop.children[3].children:
+                if not (isinstance(st, Tree) and st.data == "assign"):
+                    continue
+                name = str(st.children[0])
+                inits = [x for x in stmts[:i] if isinstance(x, Tree) and x.data == "assign" and str(x.children[0]) == name]
+                body = [x for x in loop.children[3].children if isinstance(x, Tree) and x.data == "assign"
+                        and str(x.children[0]) == name]
+                new = self.assignment_of(st.children[1], name, inits[-1].children[1] if inits else None)
+                if not inits or len(body) != 1 or new is None:
+                    continue
+                a, b = span(inits[-1])
+                line_start = self.text.rfind("\n", 0, a) + 1
+                line_end = self.text.index("\n", b) + 1
+                s0, s1 = span(st.children[1])
+                self.edits.append(Edit(line_start, s1, self.text[line_end:s0] + new, "accumulate"))
+
+    def assignment_of(self, rhs, name: str, init) -> str | None:
+        """The right-hand side that assigns what `rhs` accumulates into `name`, or None."""
+        if isinstance(rhs, Tree) and rhs.data == "binop" and str(rhs.children[1]) in ("+", "*"):
+            left, right = rhs.children[0], rhs.children[2]
+            for mine, other in ((left, right), (right, left)):
+                if self.src(mine) == name:
+                    return self.src(other)
+        if isinstance(rhs, Tree) and rhs.data == "call":
+            fn, args = self.src(rhs.children[0]), call_args(rhs)
+            if fn in ("max", "min") and len(args) == 2:
+                for mine, other in ((args[0], args[1]), (args[1], args[0])):
+                    if self.src(mine) == name:
+                        return self.src(other)
+            if fn == "mma" and len(args) >= 3 and self.src(args[2]) == name and init is not None:
+                a, b = span(args[2])
+                r0 = span(rhs)[0]
+                return self.text[r0:a] + self.src(init) + self.text[b:span(rhs)[1]]
+        return None
 
     def at_for_stmt(self, node, _in_layout):
         args = [a.children[0] for a in node.children[2].children] if node.children[2] is not None else []

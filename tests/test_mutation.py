@@ -128,6 +128,16 @@ def test_a_constant_that_breaks_the_result_is_killed():
     assert record["class"] == "both", record["verifier"]
 
 
+def test_an_accumulation_turned_into_an_assignment_is_killed():
+    # the start before the loop dropped and `acc = acc + ...` made `acc = ...`: only the last chunk
+    # reaches the output (this was a false proof before coverage followed the loop's last iteration)
+    (m,) = [x for x in mutate.mutants_of(spec("reduce_sum")) if x.operator == "accumulate"]
+    assert "acc = reduce_sum(xs, axis=1)" in m.text and "acc = zeros" not in m.text
+    record = evaluate(m)
+    assert record["interpreter"]["status"] == "wrong"
+    assert record["class"] == "both", record["verifier"]
+
+
 def test_an_equivalent_mutant_is_killed_by_nobody():
     record = evaluate(pick("reduce_sum", "constant", "512", "kernel reduce_sum"))  # CHUNK = 512: still right
     assert record["class"] == "neither"
