@@ -195,22 +195,16 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, las
         msg = (f"'{repeated[1]}' adds the same elements of {key.tensor}'s dimension {key.dim} at each of the {n} "
                f"iterations of the loop at line {line}, which does not move along that dimension: each is "
                f"counted {n} times")
-        return ObligationResult(
-            "reduction-coverage", "violated", contract.span, msg,
-            witness={"sizes": sizes}, detail={"tensor": key.tensor, "dim": key.dim, "repeated": repeated[1]},
-            hint=f"let the loop at line {line} advance the view of {key.tensor} along dimension {key.dim}",
-            explanation=[f"at {', '.join(f'{k} = {v}' for k, v in sizes.items())}: {msg}"])
+        return _range_violation(contract, key, sizes, msg, f"let the loop at line {line} advance the view of "
+                                f"{key.tensor} along dimension {key.dim}", repeated=repeated[1])
     if twice is not None and z3.is_true(m.eval(twice, model_completion=True)):
         n = m.eval(trips, model_completion=True).as_long()
         msg = (f"only the last of the {n} iterations of the loop at line {where.line} reaches the output: "
                f"'{last_only[1]}' is assigned in the loop, not accumulated into a value from before it, so "
                f"{key.tensor}'s elements 0 .. {(n - 1) * w.size - 1} of dimension {key.dim} are skipped")
-        return ObligationResult(
-            "reduction-coverage", "violated", contract.span, msg,
-            witness={"sizes": sizes}, detail={"tensor": key.tensor, "dim": key.dim, "last_only": last_only[1]},
-            hint=f"start '{last_only[1]}' before the loop and combine each iteration into it "
-                 f"({last_only[1]} = {last_only[1]} + ..., or mma(a, b, {last_only[1]}))",
-            explanation=[f"at {', '.join(f'{k} = {v}' for k, v in sizes.items())}: {msg}"])
+        return _range_violation(contract, key, sizes, msg, f"start '{last_only[1]}' before the loop and combine "
+                                f"each iteration into it ({last_only[1]} = {last_only[1]} + ..., or "
+                                f"mma(a, b, {last_only[1]}))", last_only=last_only[1])
     if first is not None and m.eval(first, model_completion=True).as_long() != 0:
         msg = (f"the loop at line {where.line} starts at {key.tensor}'s element "
                f"{m.eval(first, model_completion=True).as_long()} of dimension {key.dim}, not 0")
@@ -218,10 +212,15 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, las
         covered = (m.eval(trips, model_completion=True).as_long() * w.size) if w.loop is not None else w.size
         msg = (f"{key.tensor}'s dimension {key.dim} has {ext} elements but the reduction covers only {covered}: "
                f"elements {covered} .. {ext - 1} are skipped")
+    return _range_violation(contract, key, sizes, msg, "let the loop run from 0 to the dimension's extent in steps "
+                            "of the elements one iteration combines")
+
+
+def _range_violation(contract, key, sizes: dict, msg: str, hint: str, **detail) -> ObligationResult:
+    """A coverage violation that the sizes `sizes` show (loop ranges and iterations)."""
     return ObligationResult(
         "reduction-coverage", "violated", contract.span, msg,
-        witness={"sizes": sizes}, detail={"tensor": key.tensor, "dim": key.dim},
-        hint="let the loop run from 0 to the dimension's extent in steps of the elements one iteration combines",
+        witness={"sizes": sizes}, detail={"tensor": key.tensor, "dim": key.dim, **detail}, hint=hint,
         explanation=[f"at {', '.join(f'{k} = {v}' for k, v in sizes.items())}: {msg}"])
 
 
