@@ -297,9 +297,8 @@ class SiteFinder:
                 if not (isinstance(st, Tree) and st.data == "assign"):
                     continue
                 name = str(st.children[0])
-                inits = [x for x in stmts[:i] if isinstance(x, Tree) and x.data == "assign" and str(x.children[0]) == name]
-                body = [x for x in loop.children[3].children if isinstance(x, Tree) and x.data == "assign"
-                        and str(x.children[0]) == name]
+                inits = [x for x in stmts[:i] if _assigns(x, name)]
+                body = [x for x in loop.children[3].children if _assigns(x, name)]
                 new = self.assignment_of(st.children[1], name, inits[-1].children[1] if inits else None)
                 if not inits or len(body) != 1 or new is None:
                     continue
@@ -382,6 +381,10 @@ class SiteFinder:
             pos = e
         if "".join(out) != self.text[lo:hi]:
             self.edits.append(Edit(lo, hi, "".join(out), operator))
+
+
+def _assigns(stmt, name: str) -> bool:
+    return isinstance(stmt, Tree) and stmt.data == "assign" and str(stmt.children[0]) == name
 
 
 def call_args(call: Tree) -> list:
