@@ -199,6 +199,22 @@ class ReductionFlow:
             elif isinstance(op, (ir.Mma, ir.Wgmma)) and op.c == st.name:
                 self.check_init(st, "sum", before[st.name])
 
+    def loop_combines(self, loop: ir.For) -> set:
+        """The reduction operators that operations in the loop's body combine with (reduce_*, the
+        elementwise operators that combine, mma's sum): where a partial result can come from."""
+        out = set()
+        for st in ir.walk_stmts(loop.body):
+            op = st.op if isinstance(st, ir.Assign) else None
+            if isinstance(op, ir.Reduce):
+                out.add(op.op)
+            elif isinstance(op, (ir.Mma, ir.Wgmma)):
+                out.add("sum")
+            elif isinstance(op, ir.Elementwise) and len(op.args) == 2:
+                entry = semantics.FLOAT_BINARY.get(op.op)
+                if entry is not None and entry.combines in semantics.REDUCE_OPS:
+                    out.add(entry.combines)
+        return out
+
     def walked_by(self, st, opname, addend: Flow | None, loop: ir.For) -> frozenset:
         """The reductions `acc = acc (+) e` performs across the loop's iterations: along every input
         dimension of e that the loop walks (its loads' start along it moves with the loop variable),
@@ -252,8 +268,11 @@ class ReductionFlow:
                             operator=opname)
             return
         if addend is not None:
+            made_here = self.loop_combines(loop)
             for fop, origin in addend.families:
-                if fop != reduce_op:
+                # a family no operation of this loop makes comes complete from before it (the row max
+                # in `s = s + reduce_sum(exp(xs - m))`): combining it with another operator is no error
+                if fop != reduce_op and fop in made_here:
                     self.report("reduction-operator", st.span,
                                 f"partial results of a {fop} over {origin.tensor}'s dimension {origin.dim} are "
                                 f"combined across iterations of the loop at line {loop.span.line} with "

@@ -69,3 +69,34 @@ def test_chunks_of_rows_accumulated_then_reduced_are_proved_and_their_padding_ch
     assert all(v == {"proved"} for v in statuses(CHUNKS.format(other="")).values())
     by = statuses(CHUNKS.format(other=", other=1.0"))  # rows past M enter the sum as 1
     assert by["padding"] == {"violated"}, by
+
+
+SOFTMAX = """\
+kernel softmax3<CH=256>(x: f32[M, N]) -> out: f32[M, N]:
+    grid(M)
+    block(32)
+    contract out[i, j] = exp(x[i, j] - max(x[i, k] for k)) / sum(exp(x[i, l] - max(x[i, k] for k)) for l)
+    r = block_id.x
+    L = (32, CH // 32):(1, 32)
+    m = full(f32[1, CH], -inf, tv=L)
+    for c in range(0, N, CH):
+        xs = load(x[r : r + 1, c : c + CH], tv=L, mask=True, other=-inf)
+        m = max(m, reduce_max(xs, axis=1, scope=warp, lanes=0b11111))
+    s = zeros(f32[1, CH], tv=L)
+    for c in range(0, N, CH):
+        ys = load(x[r : r + 1, c : c + CH], tv=L, mask=True, other=-inf)
+        s = s + reduce_{op}(exp(ys - m), axis=1, scope=warp, lanes=0b11111)
+    for c in range(0, N, CH):
+        zs = load(x[r : r + 1, c : c + CH], tv=L, mask=True, other=-inf)
+        store(out[r : r + 1, c : c + CH], exp(zs - m) / s, mask=True)
+"""
+
+
+def test_a_complete_max_inside_a_later_sum_loop_is_no_operator_error():
+    # the three-pass softmax: m is the whole row's max when the second loop sums exp(x - m); the
+    # max family it carries is complete, not a partial max combined with '+' (a false violation)
+    by = statuses(SOFTMAX.format(op="sum"))
+    assert by["reduction-operator"] == {"proved"}, by
+    assert "violated" not in set().union(*by.values()), by
+    by = statuses(SOFTMAX.format(op="max"))  # a partial max of this loop summed across iterations
+    assert "violated" in by["reduction-operator"], by
