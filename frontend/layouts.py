@@ -75,7 +75,9 @@ def check_tv(b: KernelBuilder, layout: Layout, tile: tuple, node) -> ir.TVLayout
                           f"this role runs warpgroups {list(b.role)}: put it first (warpgroups 0..)")
     if tv.threads != b.fragment_threads():
         where = f"the role (warpgroups {list(b.role)}) has" if b.role is not None else "the block has"
-        raise b.err(node, f"tv layout {layout} spans {tv.threads} threads but {where} {b.fragment_threads()}")
+        why = ("; an `if` whose condition selects whole warpgroups (thread_id < 128, warpgroup_id == 1) makes a "
+               "warpgroup role, and a fragment inside it spans the role's threads") if b.role is not None else ""
+        raise b.err(node, f"tv layout {layout} spans {tv.threads} threads but {where} {b.fragment_threads()}{why}")
     if tv.values > MAX_VALUES_PER_THREAD:
         raise b.err(node, f"tv layout {layout} gives each thread {tv.values} values; a fragment holds at most "
                           f"{MAX_VALUES_PER_THREAD} per thread")
