@@ -960,13 +960,13 @@ def derived_tag(kernel: Kernel, tensor: str) -> TagDecl | None:
         return TagDecl(tensor, contract.index_vars, tuple(IVar(v) for v in contract.index_vars), False,
                        contract.span)
     found = None
+    uses_mma = any(isinstance(s, Assign) and isinstance(s.op, (Mma, Wgmma)) for s in walk_stmts(kernel.body))
     for c in kernel.contracts:
         tuples = {e.indices for e in contract_elements(c.expr) if e.tensor == tensor}
         if not tuples:
             continue
         out = kernel.tag_of(c.tensor)
-        paired = paired_dims(c, any(isinstance(s, Assign) and isinstance(s.op, (Mma, Wgmma))
-                                    for s in walk_stmts(kernel.body))).get(tensor, set())
+        paired = paired_dims(c, uses_mma).get(tensor, set())
         decl = _implied_tag(tensor, tuples, c, out, paired) if out is not None else None
         if decl is None or (found is not None and found != decl):
             return None

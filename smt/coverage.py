@@ -758,7 +758,7 @@ def _contract_keys(kernel: ir.Kernel) -> list:
 
 def _affine_in(e: ir.IExpr, var: str, span) -> tuple[int, ir.IExpr]:
     """e = coef * var + rest, with rest free of var; Unsupported when e is not affine in var."""
-    if not _mentions(e, var):
+    if not mentions(e, var):
         return 0, e
     if isinstance(e, ir.IVar) and e.name == var:
         return 1, ir.IConst(0)
@@ -768,7 +768,7 @@ def _affine_in(e: ir.IExpr, var: str, span) -> tuple[int, ir.IExpr]:
         return (ca + cb if e.op == "+" else ca - cb), ir.IBin(e.op, ra, rb)
     if isinstance(e, ir.IBin) and e.op == "*":
         for x, y in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(y, ir.IConst) and not _mentions(y, var):
+            if isinstance(y, ir.IConst) and not mentions(y, var):
                 c, r = _affine_in(x, var, span)
                 return c * y.value, ir.IBin("*", r, y)
     raise Unsupported(f"an index is not affine in the loop variable '{var}'", span)
@@ -844,10 +844,10 @@ def subst(e, lets: dict):
     return e
 
 
-def _mentions(e, var: str) -> bool:
+def mentions(e, var: str) -> bool:
     if isinstance(e, ir.IVar):
         return e.name == var
-    return any(_mentions(getattr(e, f.name), var) for f in attrs.fields(type(e))
+    return any(mentions(getattr(e, f.name), var) for f in attrs.fields(type(e))
                if isinstance(getattr(e, f.name), (ir.IConst, ir.IVar, ir.ISpecial, ir.IBin, ir.IUn, ir.ISelect)))
 
 

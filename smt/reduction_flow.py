@@ -16,12 +16,14 @@ Whether every element is combined exactly once is the solver's part (smt/obligat
 
 from __future__ import annotations
 
+import functools
 import math
 
 import attrs
 
 from argus_verify import ir, semantics
 from argus_verify.smt import contract_expr as X
+from argus_verify.smt.coverage import mentions, subst
 
 # stand-ins for an unknown finite operand when a padding value is pushed through an operation
 _FINITE_SAMPLES = (-2.5, 0.0, 3.0)
@@ -224,34 +226,38 @@ class ReductionFlow:
         reduce_op = entry.combines if entry is not None else None
         if addend is None or reduce_op not in semantics.REDUCE_OPS:
             return frozenset()
-        held = {o for o in addend.axes if o is not None} | {o for i in range(len(addend.axes)) for o in addend.along(i)}
+        held = {o for i in range(len(addend.axes)) for o in addend.along(i)}  # (along(i) includes axes[i])
         walked = held & self.loop_origins(loop)
-        identity = semantics.REDUCE_OPS[reduce_op].identity
-        for o in sorted(walked, key=lambda o: (o.tensor, o.dim)):
-            padded, value = addend.pad(o)
-            if padded and (value is None or any(x != identity for x in _values(value))):
-                self.report("padding", self.pad_sites.get((o, value), st.span),
-                            f"'{st.name}' accumulates over the loop at line {loop.span.line} elements of {o.tensor} "
-                            f"beyond its dimension {o.dim} that a masked load pads with {_fmt([value])}, not the "
-                            f"identity of {reduce_op} ({identity:g})",
-                            f"pad with other={_literal(identity)} in the masked load", value=value, identity=identity)
-                break
+        bad = _non_identity_padding(addend, sorted(walked, key=lambda o: (o.tensor, o.dim)), reduce_op)
+        if bad is not None:
+            o, value = bad
+            identity = semantics.REDUCE_OPS[reduce_op].identity
+            self.report("padding", self.pad_sites.get((o, value), st.span),
+                        f"'{st.name}' accumulates over the loop at line {loop.span.line} elements of {o.tensor} "
+                        f"beyond its dimension {o.dim} that a masked load pads with {_fmt([value])}, not the "
+                        f"identity of {reduce_op} ({identity:g})",
+                        f"pad with other={_literal(identity)} in the masked load", value=value, identity=identity)
         return frozenset((reduce_op, o) for o in walked)
+
+    @functools.cached_property
+    def lets(self) -> dict:
+        """Every integer name of the kernel with its definition expanded (for `loop_origins`)."""
+        lets: dict = {}
+        for st in ir.walk_stmts(self.k.body):
+            if isinstance(st, ir.Let):
+                lets[st.name] = subst(st.value, lets)
+        return lets
 
     def loop_origins(self, loop: ir.For) -> set:
         """Input dimensions along which a global load in the loop's body moves with its variable."""
-        lets: dict = {}
         out: set = set()
-        for st in ir.walk_stmts(self.k.body):
-            if isinstance(st, ir.Let):
-                lets[st.name] = st.value
         for st in ir.walk_stmts(loop.body):
             view = st.op.src if isinstance(st, ir.Assign) and isinstance(st.op, ir.Load) else None
             if view is None or view.space != "global":
                 continue
             for d, it in enumerate(view.index):
                 start = it.start if isinstance(it, ir.Slice) else it.index
-                if _depends_on(start, loop.var, lets):
+                if mentions(subst(start, self.lets), loop.var):
                     out.add(Origin(view.base, d))
         return out
 
@@ -415,18 +421,15 @@ class ReductionFlow:
         # every origin the reduced axis walks in step with is reduced too (x in `A[i, j] * x[j]`)
         families |= {(op.op, o) for o in reduced}
         identity = semantics.REDUCE_OPS[op.op].identity
-        for o in sorted(reduced, key=lambda o: (o != origin, o.tensor, o.dim)):
-            padded, value = src.pad(o)
-            if padded and (value is None or any(x != identity for x in _values(value))):
-                what = _fmt([value])
-                site = self.pad_sites.get((o, value), s.span)
-                self.report("padding", site,
-                            f"reduce_{op.op} (line {s.span.line}) combines elements of {o.tensor} beyond its "
-                            f"dimension {o.dim} that this masked load pads with {what}, not the identity of "
-                            f"{op.op} ({identity:g})",
-                            f"pad with other={_literal(identity)} in the masked load, or keep padded elements out "
-                            "of the reduction", value=value, identity=identity)
-                break
+        bad = _non_identity_padding(src, sorted(reduced, key=lambda o: (o != origin, o.tensor, o.dim)), op.op)
+        if bad is not None:
+            o, value = bad
+            self.report("padding", self.pad_sites.get((o, value), s.span),
+                        f"reduce_{op.op} (line {s.span.line}) combines elements of {o.tensor} beyond its "
+                        f"dimension {o.dim} that this masked load pads with {_fmt([value])}, not the identity of "
+                        f"{op.op} ({identity:g})",
+                        f"pad with other={_literal(identity)} in the masked load, or keep padded elements out "
+                        "of the reduction", value=value, identity=identity)
         padding = tuple((o, v) for o, v in src.padding if o not in reduced)
         return Flow(src.axes, frozenset(families), padding, expr=X.reduction(op.op, src.expr), aligned=src.aligned)
 
@@ -521,15 +524,15 @@ def _fmt(values) -> str:
     return ", ".join(out)
 
 
-def _depends_on(e, var: str, lets: dict, seen: frozenset = frozenset()) -> bool:
-    """Whether integer expression e mentions `var`, through the lets it names."""
-    for x in ir.walk_iexpr(e):
-        if isinstance(x, ir.IVar):
-            if x.name == var:
-                return True
-            if x.name in lets and x.name not in seen and _depends_on(lets[x.name], var, lets, seen | {x.name}):
-                return True
-    return False
+def _non_identity_padding(flow: Flow, origins, reduce_op: str):
+    """(origin, value) of the first of `origins` along which `flow` carries masked-load padding that
+    is not `reduce_op`'s identity (or is unknown), else None."""
+    identity = semantics.REDUCE_OPS[reduce_op].identity
+    for o in origins:
+        padded, value = flow.pad(o)
+        if padded and (value is None or any(x != identity for x in _values(value))):
+            return o, value
+    return None
 
 
 def _join(a: Flow, b: Flow) -> Flow:

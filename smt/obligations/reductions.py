@@ -150,8 +150,7 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, las
             gap = extent > w.size
             first = None
         else:
-            start, stop = z3_int(subst(w.loop.start, lets), env), z3_int(subst(w.loop.stop, lets), env)
-            trips = z3.If(stop > start, (stop - start + w.loop.step - 1) / w.loop.step, 0)
+            start, trips = _trips(w.loop, lets, env)
             gap = trips * w.size < extent
             first = w.coef * start
     except KeyError as e:
@@ -169,12 +168,11 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, las
         bad = z3.Or(bad, twice)
     if repeated is not None:
         try:
-            rs, re_ = z3_int(subst(repeated[0].start, lets), env), z3_int(subst(repeated[0].stop, lets), env)
+            _, rtrips = _trips(repeated[0], lets, env)
         except KeyError as e:
             return ObligationResult("reduction-coverage", "unknown", contract.span,
                                     f"the range of the loop at line {repeated[0].span.line} uses {e.args[0]}",
                                     detail={"reason": f"unsupported in the loop range: {e.args[0]}"})
-        rtrips = z3.If(re_ > rs, (re_ - rs + repeated[0].step - 1) / repeated[0].step, 0)
         again = rtrips >= 2
         bad = z3.Or(bad, again)
     s.add(bad)
@@ -214,6 +212,12 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, las
                f"elements {covered} .. {ext - 1} are skipped")
     return _range_violation(contract, key, sizes, msg, "let the loop run from 0 to the dimension's extent in steps "
                             "of the elements one iteration combines")
+
+
+def _trips(loop: ir.For, lets: dict, env: dict) -> tuple:
+    """(start, trip count) of `loop` as Z3 terms over the sizes (KeyError: a name it cannot express)."""
+    start, stop = z3_int(subst(loop.start, lets), env), z3_int(subst(loop.stop, lets), env)
+    return start, z3.If(stop > start, (stop - start + loop.step - 1) / loop.step, 0)
 
 
 def _range_violation(contract, key, sizes: dict, msg: str, hint: str, **detail) -> ObligationResult:
