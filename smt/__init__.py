@@ -195,7 +195,8 @@ def _merge_protocol(results: list, proto: list, kernel) -> list:
     for r in kept:  # the solver could not decide what the bounded run found violated
         if r.status == "unknown" and r.obligation in found:
             r.detail.setdefault("consequence_of", r.obligation)
-    extra = [r for r in proto if r.obligation in PROTOCOL or r.status != "proved" or r.obligation not in mine]
+    # (the skeleton's bounded results for the solver's obligations count only where they find a violation)
+    extra = [r for r in proto if r.obligation in PROTOCOL or r.status == "violated" or r.obligation not in mine]
     return kept + extra
 
 

@@ -280,6 +280,10 @@ class Skeleton(BulkSteps):
         self.gemm = _gemm_contract(kernel)
         self.writes: list = []  # (store, row start, column start, tile) of each stored accumulator
         self.bulk = BulkState({a: len(g) for a, g in self.generic.items()}) if _has_tma_store(kernel) else None
+        # the pumping argument's fixed points (smt/protocol_pump.py): id(For) -> (first, last), the
+        # iterations of each execution whose states are recorded
+        self.pump_checks: dict = {}
+        self.pump_seen: dict = {}  # id(For) -> per execution, {iteration: state digest}
 
     # -- integers -------------------------------------------------------------------------------
     def ev(self, e: ir.IExpr, env):
@@ -332,7 +336,10 @@ class Skeleton(BulkSteps):
         elif isinstance(s, ir.For):
             lo, hi = self.uni(s.start, env, active), self.uni(s.stop, env, active)
             self.trips.append((s.span.line if s.span else 0, max(0, -(-(hi - lo) // s.step))))
+            check = self.pump_checks.get(id(s))
             for i in range(lo, hi, s.step):
+                if check is not None:
+                    self.pump_fixpoint(s, (i - lo) // s.step, -(-(hi - lo) // s.step), *check)
                 env[s.var] = i
                 self.loop[s.var] = i
                 self.run(s.body, env, active)
@@ -367,6 +374,17 @@ class Skeleton(BulkSteps):
             self.published = True
             self.retired_unpublished = []  # every warpgroup's retirements are now known to all threads
             self.releases_open, self.releases_done = {}, {}
+
+    def pump_fixpoint(self, loop: ir.For, j: int, trips: int, first: int, last: int) -> None:
+        """Record the state at iteration j of an execution of a pumped loop that runs `trips` times
+        (its fixed point is looked for among iterations first..last; smt/protocol_pump.py)."""
+        from argus_verify.smt.protocol_pump import fingerprint
+
+        if first <= j <= last:
+            execs = self.pump_seen.setdefault(id(loop), [])
+            if j == first:
+                execs.append({"trips": trips})
+            execs[-1][j] = fingerprint(self)
 
     def where(self) -> dict:
         return dict(self.loop)
@@ -1009,6 +1027,19 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
             once_checked = bool(written)
             once_scope = ", ".join(f"{k}={v}" for k, v in sizes.items()) + f", all {len(blocks)} blocks"
         runs += 1
+    periodic = None
+    pumped, pump = None, {"reason": "warpgroup roles run as coroutines: the pumping argument is for lockstep kernels"}
+    if not shapes:
+        from argus_verify.smt.protocol_pump import check_periodic
+
+        periodic = check_periodic(kernel, trip_bound)
+        if not periodic[0]:
+            pump = {}
+        elif role_skeleton is None:
+            pumped, pump = _pump_runs(kernel, base, found, periodic[2])
+            if pump.get("refuted"):  # a threshold in the sizes the bounded runs need not reach
+                periodic = (False, pump["reason"] + ": the runs of bounded sizes are no evidence for the rest",
+                            {})
     trips = sorted({t for sig in seen for _, t in sig})
     covered = [t for t in range(0, trip_bound + 1) if t in trips]
     scope = (f"checked on {runs} size combinations (loop trip counts {covered[0] if covered else 0}.."
@@ -1032,11 +1063,14 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
                                         witness={"sizes": v.detail["sizes"], "loop": v.detail.get("loop", {})},
                                         detail=v.detail, explanation=v.explanation))
         else:
-            out.append(ObligationResult(name, "proved", first.get(name) or kernel.span, f"{msg} ({scope})"))
+            out.append(ObligationResult(name, "proved", first.get(name) or kernel.span, f"{msg} ({pumped or scope})"))
     if any(isinstance(s, ir.TmaStore) for s in ir.walk_stmts(kernel.body)):
         out.append(_result("bulk-group", found, first.get("bulk-group") or kernel.span,
                            "no TMA store's shared tile is written again before a bulk_wait retired it, nor does "
-                           f"the block exit before ({scope})"))
+                           f"the block exit before ({pumped or scope})"))
+    for r in out:
+        if pumped and r.status == "proved" and r.obligation in PROTOCOL and r.obligation not in EXHAUSTIVE:
+            r.detail["pumped"] = pump
     out += desc + box
     gemm = _gemm_contract(kernel)
     tags = {"tag-assertion": "wgmma products agree on k: each k step multiplies one column of "
@@ -1059,7 +1093,10 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
             out.append(ObligationResult(name, "proved", where or kernel.span,
                                         f"{msg} (followed through TMA and wgmma; {how})"))
     if not shapes:
-        mark_bounded(out, runs, trip_bound, covered)
+        mark_bounded(out, runs, trip_bound, covered, kernel, periodic)
+        for r in out:  # why the pumping argument did not cover them
+            if "bounded" in r.detail and pump.get("reason"):
+                r.detail["bounded"]["not_for_all_sizes"] = pump["reason"]
     dt = time.perf_counter() - t0
     for r in out:
         r.seconds = dt / max(1, len(out))
@@ -1069,12 +1106,73 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
 EXHAUSTIVE = ("descriptor-layout", "tma-box")  # comparisons over the whole (constant) tiles: proofs
 
 
-def mark_bounded(results: list, runs: int, trip_bound: int, covered: list) -> None:
-    """The skeleton's proofs hold for the loop trip counts it ran, not by induction over all of them:
-    every such result says so in its detail (`bounded`), and the report's summary counts them."""
-    for r in results:
-        if r.status == "proved" and r.obligation not in EXHAUSTIVE:
+def mark_bounded(results: list, runs: int, trip_bound: int, covered: list, kernel: ir.Kernel,
+                 periodic: tuple | None = None) -> None:
+    """The skeleton's proofs hold for the loop trip counts it ran, not by induction over all of them
+    (those the pumping argument proved for all sizes aside, `detail.pumped`): every such result says
+    so in its detail (`bounded`), and the report's summary counts them. Where a loop does not repeat
+    within the trip counts run (smt/protocol_pump.check_periodic: `if kt == 100`), the runs are no
+    evidence for longer loops: those results are unknown."""
+    from argus_verify.smt.protocol_pump import check_periodic
+
+    todo = [r for r in results if r.status == "proved" and r.obligation not in EXHAUSTIVE and "pumped" not in r.detail]
+    if not todo:
+        return
+    ok, why, _ = periodic or check_periodic(kernel, trip_bound)
+    for r in todo:
+        if ok:
             r.detail["bounded"] = {"runs": runs, "trip_bound": trip_bound, "trip_counts": list(covered)}
+        else:
+            r.status = "unknown"
+            r.message += f" — not established beyond the sizes run: {why}"
+            r.detail["reason"] = why
+
+
+def _pump_runs(kernel, base: dict, found: dict, periodic: dict) -> tuple[str | None, dict]:
+    """The runs of the pumping argument (smt/protocol_pump.py) for a kernel whose warpgroups run in
+    lockstep: (the scope of a proof for all sizes, its detail), or (None, {"reason": why not})."""
+    from argus_verify.smt.protocol_pump import head_holds, plan
+
+    pl, why, refuted = plan(kernel, base, periodic)
+    if pl is None:
+        return None, {"reason": why, "refuted": refuted}
+    seen: dict = {}  # id(For) -> every execution's {iteration: state digest}, over all runs
+    for sizes, checks in zip(pl.combos, pl.fixpoints, strict=True):
+        try:
+            grid = tuple(max(1, int(ir.eval_int(g, sizes))) for g in kernel.grid) + (1, 1)
+        except (KeyError, ZeroDivisionError):
+            return None, {"reason": f"no grid for {sizes}"}
+        sk = Skeleton(kernel, sizes, (0, 0, 0), grid[:3])
+        sk.gemm = None  # the protocol alone (the tags are followed on the other runs)
+        sk.pump_checks = checks
+        try:
+            sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
+            sk.bulk_exit()
+        except Violation as v:
+            found.setdefault(v.obligation, v)
+            return None, {"reason": f"a run found {v.obligation} violated"}
+        except (KeyError, ZeroDivisionError, IndexError) as e:
+            return None, {"reason": f"a run stopped ({type(e).__name__}: {e})"}
+        for key, execs in sk.pump_seen.items():
+            seen.setdefault(key, []).extend(execs)
+    heads = {}
+    for p in pl.pumps:  # the first head whose period leaves the state as it was, in every execution
+        execs = seen.get(id(p.loop.node), [])
+        # (in the executions of the base runs for head a: trip counts from a + L + B on)
+        head = next((a for a in p.heads if all(a in e and a + p.L in e and e[a] == e[a + p.L]
+                                               for e in execs if e["trips"] >= a + p.L + p.B)
+                     and head_holds(kernel, p, a)), None)
+        if head is None or not execs:
+            return None, {"reason": f"the protocol state of the loop at line {p.loop.line} is not the same after "
+                                    f"{p.L} iterations, from any iteration up to {max(p.heads)}"}
+        heads[id(p.loop.node)] = head
+    loops = [{"line": p.loop.line, "size": p.size, "period": p.L, "head": heads[id(p.loop.node)], "tail": p.B,
+              "growth": p.delta, "trip_counts_run": [0, p.trips_run - 1]} for p in pl.pumps]
+    what = "; ".join(f"the loop at line {x['line']} every trip count up to {x['trip_counts_run'][1]}"
+                     for x in loops) or "one run"
+    scope = (f"for all sizes: {len(pl.combos)} runs ({what}), and pumping lemmas proved with Z3 "
+             "cover every other size")
+    return scope, {"runs": len(pl.combos), "loops": loops}
 
 
 def _result(name, found, where, msg) -> ObligationResult:

@@ -519,7 +519,7 @@ def check_cluster_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> lis
             out.append(ObligationResult(name, "proved", where or kernel.span,
                                         f"{msg} (followed through TMA, multicast and wgmma; {how})"))
     if not shapes:
-        P.mark_bounded(out, runs, trip_bound, covered)
+        P.mark_bounded(out, runs, trip_bound, covered, kernel)
     dt = time.perf_counter() - t0
     for r in out:
         r.seconds = dt / max(1, len(out))

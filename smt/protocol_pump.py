@@ -1,0 +1,688 @@
+"""Why the protocol skeleton's finitely many runs speak for every size: a pumping argument.
+
+The skeleton (smt/protocol.py) executes the kernel's protocol for concrete sizes. Its behaviour is
+fixed by the values of a few integer expressions, the *occurrences*: loop bounds, branch conditions,
+mbarrier indices, counts, byte counts and parities, and the indices of shared views that TMA, wgmma
+and stores touch (global coordinates feed only the data, which the skeleton's tag following checks
+on its bounded runs). This module proves facts about those expressions with Z3, for all sizes:
+
+* periodicity (`check_periodic`): in every loop whose trip count is not a constant, each occurrence
+  takes the same value (a parity: the same value modulo 2) at iterations j and j + L, except in a head
+  of A and a tail of B iterations. Where no such A and B within the enumerated trip counts exist
+  (`if kt == 100`, a parity that flips every 40 iterations) the bounded runs never see the loop's
+  steady state, and their results are not evidence: the protocol results are then unknown.
+
+* the pumping lemmas (`plan`), for a kernel whose occurrences do not depend on the block and whose
+  varying trip counts each depend on one size of its own (K for `range(cdiv(K, BK))`):
+  - E: a step of a size by its quantum (the spacing of its admissible values) that changes no trip
+    count changes no occurrence (M and N of a non-persistent GEMM change nothing at all);
+  - P: growing the size z of loop X by Delta adds L iterations to X and nothing else; the occurrences of
+    the grown run are those of the smaller one with the iterations [A, A + L) of X repeated once
+    (at each execution of X); and the admissible sizes with trip count >= A + 2L + B shrink by Delta.
+
+  With those, the runs for every trip count below A + 2L + B of every such loop (one size vector each,
+  by E) decide all sizes, provided that in the runs with a trip count in [A + L + B, A + 2L + B) the
+  skeleton's state at iteration A + L of each execution of X equals its state at iteration A
+  (`fingerprint`, checked by the skeleton): by induction on the trip count, a grown run repeats a
+  period that leaves the state where it was, so it meets exactly the smaller run's states and
+  events. The state compared is everything the skeleton's protocol rules read; phase counters are
+  compared modulo 2 (the rules read their parity only), loop positions kept for messages are not.
+
+Each lemma is an unsatisfiable Z3 query; a query the solver does not settle (or an expression it
+cannot translate) makes the argument unavailable, never a proof.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import pickle
+
+import attrs
+import numpy as np
+import z3
+
+from argus_verify import ir, semantics
+from argus_verify.diagnostics import Span
+from argus_verify.smt import zops as Z
+
+TIMEOUT_MS = 4000
+MAX_BASE_RUNS = 240  # the pumping argument's runs (a product over the pumped loops) beyond which it is not tried
+QUANTA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+@attrs.frozen
+class Loop:
+    node: ir.For
+    start: ir.IExpr  # with lets substituted
+    stop: ir.IExpr
+    outer: tuple  # enclosing Loops, outermost first
+
+    @property
+    def line(self) -> int:
+        return self.node.span.line if self.node.span else 0
+
+
+@attrs.frozen
+class Occurrence:
+    expr: ir.IExpr  # with lets substituted
+    kind: str  # "exact" | "parity" | "truth"
+    loops: tuple  # enclosing Loops, outermost first
+    line: int
+    stop_of: ir.For | None = None  # the loop whose stop this is (its trip count is compared instead)
+
+
+class Unsupported(Exception):
+    pass
+
+
+# -- collecting the occurrences ---------------------------------------------------------------------
+
+
+def _subst(e, scope: dict, loopvars: set):
+    if isinstance(e, ir.IVar):
+        if e.name in scope:
+            return scope[e.name]
+        return e  # a size, a constant's name or a loop variable (checked when translated)
+    if isinstance(e, (ir.IConst, ir.ISpecial)):
+        return e
+    if isinstance(e, ir.IBin):
+        return ir.IBin(e.op, _subst(e.a, scope, loopvars), _subst(e.b, scope, loopvars))
+    if isinstance(e, ir.IUn):
+        return ir.IUn(e.op, _subst(e.a, scope, loopvars))
+    if isinstance(e, ir.ISelect):
+        return ir.ISelect(_subst(e.cond, scope, loopvars), _subst(e.a, scope, loopvars), _subst(e.b, scope, loopvars))
+    raise Unsupported(f"the expression {type(e).__name__} at line {_line(e)}")
+
+
+def _line(x) -> int:
+    span = getattr(x, "span", None)
+    return span.line if span else 0
+
+
+def _view_exprs(view: ir.View) -> list:
+    out = []
+    for it in view.index:
+        out.append(it.index if isinstance(it, ir.Index) else it.start)
+    return out
+
+
+def _stmt_exprs(s) -> list:
+    """(expr, kind) of what the skeleton evaluates in statement s (loops, branches and lets aside):
+    mbarrier indices and values, and the indices of the shared views of TMA, wgmma and stores. The
+    statements the skeleton does not execute contribute nothing."""
+    out = []
+    views: list = []
+    if isinstance(s, ir.MbarrierOp):
+        out += [(e, "exact") for e in _view_exprs(s.bar)]
+        if s.value is not None:
+            out.append((s.value, "parity" if s.kind == "wait" else "exact"))
+        return out
+    if isinstance(s, (ir.TmaLoad, ir.TmaLoadMulticast)):
+        views = [s.dst, s.bar]
+        if isinstance(s, ir.TmaLoadMulticast):
+            out.append((s.mask, "exact"))
+    elif isinstance(s, ir.MbarrierArriveCluster):
+        views = [s.bar]
+        out.append((s.cta, "exact"))
+    elif isinstance(s, (ir.Store, ir.Stmatrix)):
+        views = [s.dst]
+    elif isinstance(s, ir.TmaStore):
+        views = [s.src]
+    elif isinstance(s, ir.Assign) and isinstance(s.op, ir.Wgmma):
+        views = [s.op.a, s.op.b]
+    for v in views:
+        if v.space == "shared":
+            out += [(e, "exact") for e in _view_exprs(v)]
+    return out
+
+
+def occurrences(kernel: ir.Kernel) -> tuple[list, list]:
+    """(occurrences, loops) of the kernel; raises Unsupported where a let is assigned again where it
+    is visible or used outside its block (the skeleton's environment would then not be a substitution)."""
+    occ: list = []
+    loops: list = []
+
+    def walk(body, scope, stack):
+        scope = dict(scope)
+        for s in body:
+            if isinstance(s, ir.Let):
+                if s.name in scope:  # (the same name in sibling branches is two lets, each in its scope)
+                    raise Unsupported(f"'{s.name}' is assigned again where it is visible (line {_line(s)})")
+                scope[s.name] = _subst(s.value, scope, set())
+            elif isinstance(s, ir.For):
+                lp = Loop(s, _subst(s.start, scope, set()), _subst(s.stop, scope, set()), tuple(stack))
+                loops.append(lp)
+                occ.append(Occurrence(lp.start, "exact", tuple(stack), lp.line))
+                occ.append(Occurrence(lp.stop, "exact", tuple(stack), lp.line, s))
+                inner = dict(scope)
+                inner.pop(s.var, None)
+                walk(s.body, inner, stack + [lp])
+            elif isinstance(s, ir.If):
+                occ.append(Occurrence(_subst(s.cond, scope, set()), "truth", tuple(stack), _line(s)))
+                walk(s.then, scope, stack)
+                walk(s.orelse, scope, stack)
+            else:
+                for e, kind in _stmt_exprs(s):
+                    occ.append(Occurrence(_subst(e, scope, set()), kind, tuple(stack), _line(s)))
+
+    walk(kernel.body, {}, [])
+    return occ, loops
+
+
+def _mentions(e, pred) -> bool:
+    return any(pred(x) for x in ir.walk_iexpr(e))
+
+
+def _specials(e) -> set:
+    return {x.which for x in ir.walk_iexpr(e) if isinstance(x, ir.ISpecial)}
+
+
+def _sizes_in(e, kernel) -> set:
+    return {x.name for x in ir.walk_iexpr(e) if isinstance(x, ir.IVar) and x.name in kernel.sizes}
+
+
+# -- translating to Z3 ------------------------------------------------------------------------------
+
+
+class World:
+    """One assignment of the sizes (and of each loop's iteration index) as Z3 integers."""
+
+    def __init__(self, kernel, tag: str, shared: dict | None = None):
+        self.k, self.tag = kernel, tag
+        self.sizes = {n: z3.Int(f"{n}@{tag}") for n in kernel.sizes}
+        self.vars = dict(shared or {})  # names fixed across worlds (thread, block ids)
+        self.consts = dict(kernel.consts)
+
+    def facts(self) -> list:
+        out = [z for v in self.sizes.values() for z in (v >= 1, v <= Z.MAX_SIZE)]
+        for r in self.k.requires:
+            out.append(self.expr(r, {}) != 0)
+        return out
+
+    def special(self, which: str):
+        if which not in self.vars:
+            self.vars[which] = z3.Int(f"{which}")
+        return self.vars[which]
+
+    def expr(self, e, env: dict):
+        """e as a Z3 integer; env: loop variable name -> term."""
+        if isinstance(e, ir.IConst):
+            return Z.bv(e.value)
+        if isinstance(e, ir.IVar):
+            if e.name in env:
+                return env[e.name]
+            if e.name in self.sizes:
+                return self.sizes[e.name]
+            if e.name in self.consts:
+                return Z.bv(self.consts[e.name])
+            raise Unsupported(f"the name '{e.name}'")
+        if isinstance(e, ir.ISpecial):
+            if e.which == "thread_id":
+                return self.special("thread_id")
+            if e.which == "warp_id":
+                return Z.floordiv(self.special("thread_id"), Z.bv(32))
+            if e.which == "lane_id":
+                return Z.mod(self.special("thread_id"), Z.bv(32))
+            return self.special(e.which)
+        if isinstance(e, ir.IUn):
+            return semantics.INT_UNARY[e.op].z3(Z, self.expr(e.a, env))
+        if isinstance(e, ir.ISelect):
+            return Z.Ite(Z.i2b(self.expr(e.cond, env)), self.expr(e.a, env),
+                         self.expr(e.b, env))
+        if isinstance(e, ir.IBin):
+            return semantics.INT_OPS[e.op].z3(Z, self.expr(e.a, env), self.expr(e.b, env))
+        raise Unsupported(type(e).__name__)
+
+    def trips(self, lp: Loop, env: dict):
+        lo, hi = self.expr(lp.start, env), self.expr(lp.stop, env)
+        return Z.smax(Z.bv(0), Z.cdiv(Z.sub(hi, lo), Z.bv(lp.node.step)))
+
+    def env_for(self, loops: tuple, index: dict) -> tuple[dict, list]:
+        """The loop variables of `loops` (outermost first) at iteration indices `index` (id -> term),
+        and the facts that every index is inside its loop's trip count."""
+        env: dict = {}
+        facts = []
+        for lp in loops:
+            j = index[id(lp.node)]
+            lo = self.expr(lp.start, env)
+            facts += [j >= 0, j < self.trips(lp, env)]
+            env = {**env, lp.node.var: Z.add(lo, Z.mul(Z.bv(lp.node.step), j))}
+        return env, facts
+
+
+def _same(kind: str, a, b):
+    if kind == "parity":
+        return Z.Eq(Z.mod(a, Z.bv(2)), Z.mod(b, Z.bv(2)))
+    if kind == "truth":
+        return Z.Eq(Z.i2b(a), Z.i2b(b))
+    return Z.Eq(a, b)
+
+
+def _unsat(facts: list, goal) -> bool | None:
+    """True: facts imply goal for every assignment; False: a counterexample; None: undecided."""
+    s = z3.Solver()
+    s.set("timeout", TIMEOUT_MS)
+    s.add(*facts)
+    s.add(z3.Not(goal) if not isinstance(goal, bool) else z3.BoolVal(not goal))
+    r = s.check()
+    return True if r == z3.unsat else False if r == z3.sat else None
+
+
+class _IntMode:
+    """Build terms in zops' integer encoding, leaving its state as it was (the solver's queries
+    share it)."""
+
+    def __enter__(self):
+        self.saved = (Z.MODE, Z._SINK, dict(Z._RANGE), dict(Z._DIVS), dict(Z.STATS))
+        Z.set_mode("int")
+        Z._SINK = None
+        return self
+
+    def __exit__(self, *exc):
+        Z.MODE, Z._SINK = self.saved[0], self.saved[1]
+        Z._RANGE.clear()
+        Z._RANGE.update(self.saved[2])
+        Z._DIVS.clear()
+        Z._DIVS.update(self.saved[3])
+        Z.STATS.update(self.saved[4])
+        return False
+
+
+def _thread_facts(kernel, w: World) -> list:
+    t = w.special("thread_id")
+    return [t >= 0, t < kernel.block]
+
+
+def _block_facts(kernel, w: World, occ) -> list:
+    """Block ids inside the grid of world w's sizes, where an occurrence names them."""
+    out = []
+    names = set().union(*(_specials(o.expr) for o in occ)) if occ else set()
+    for axis, g in zip("xyz", kernel.grid, strict=False):
+        if f"block_id.{axis}" in names or f"num_blocks.{axis}" in names:
+            b = w.special(f"block_id.{axis}")
+            n = w.expr(g, {})
+            out += [b >= 0, b < n, w.special(f"num_blocks.{axis}") == n]
+    return out
+
+
+# -- periodicity ------------------------------------------------------------------------------------
+
+
+def period_of(kernel) -> int:
+    depth = max([a.shape[0] for a in kernel.shared_allocs() if a.dtype == "i64" and len(a.shape) == 1] + [1])
+    return 2 * depth
+
+
+def _is_constant(lp: Loop, kernel) -> bool:
+    return not any(_sizes_in(e, kernel) or _specials(e) or _mentions(e, lambda x: isinstance(x, ir.IVar) and
+                                                                        x.name not in kernel.sizes)
+                   for e in (lp.start, lp.stop))
+
+
+def _periodic_at(kernel, occ, lp: Loop, L: int, A: int, B: int) -> bool | None:
+    """Every occurrence inside loop lp is the same at iterations j and j + L for A <= j and
+    j + L + B < trip count (the rest of the world fixed)."""
+    w = World(kernel, "p")
+    facts = w.facts() + _thread_facts(kernel, w) + _block_facts(kernel, w, occ)
+    mine = [o for o in occ if any(x.node is lp.node for x in o.loops)]
+    if not mine:
+        return True
+    goals = []
+    for o in mine:
+        i1 = {id(x.node): z3.Int(f"j{n}@{o.line}") for n, x in enumerate(o.loops)}
+        i2 = dict(i1)
+        i2[id(lp.node)] = i1[id(lp.node)] + L
+        env1, f1 = w.env_for(o.loops, i1)
+        env2, f2 = w.env_for(o.loops, i2)
+        outer_env, _ = w.env_for(lp.outer, i1)
+        n = w.trips(lp, outer_env)
+        j = i1[id(lp.node)]
+        pre = Z.And(*f1, *f2, j >= A, j + L + B < n)
+        goals.append(Z.Implies(pre, _same(o.kind, w.expr(o.expr, env1), w.expr(o.expr, env2))))
+    return _unsat(facts, Z.And(*goals))
+
+
+def check_periodic(kernel, trip_bound: int) -> tuple[bool, str, dict]:
+    """(True, "", {id(For): (A, B)}) when every loop with a varying trip count is periodic outside a
+    head of A and a tail of B iterations that the enumerated trip counts reach; else (False, why, {})."""
+    heads: dict = {}
+    with _IntMode():
+        try:
+            occ, loops = occurrences(kernel)
+        except Unsupported as e:
+            return False, f"the protocol's integers are beyond the periodicity check ({e})", {}
+        L = period_of(kernel)
+        for lp in loops:
+            if _is_constant(lp, kernel):
+                continue
+            ok = None
+            try:
+                for total in range(0, trip_bound + 1):
+                    for A in range(0, total + 1):
+                        if _periodic_at(kernel, occ, lp, L, A, total - A):
+                            ok = (A, total - A)
+                            break
+                    if ok:
+                        break
+            except Unsupported as e:
+                return False, f"the protocol's integers are beyond the periodicity check ({e})", {}
+            if not ok:
+                return False, (f"the loop at line {lp.line} does not repeat with period {L} outside its first and "
+                               f"last {trip_bound} iterations (the protocol depends on the iteration in a way the "
+                               f"runs up to {trip_bound} trips do not show)"), {}
+            heads[id(lp.node)] = ok
+    return True, "", heads
+
+
+# -- the pumping argument ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Pump:
+    loop: Loop
+    size: str
+    delta: int  # the size's growth that adds L iterations
+    quantum: int
+    heads: tuple  # candidate heads A (the fixed point is looked for at one of them; lemma P holds for the
+    # first, `head_holds` proves it for the one the runs choose)
+    B: int
+    L: int
+
+    @property
+    def trips_run(self) -> int:
+        """Every trip count below this one is run: each head's base range [A + L + B, A + 2L + B)."""
+        return max(self.heads) + 2 * self.L + self.B
+
+
+@attrs.frozen
+class Plan:
+    pumps: tuple
+    combos: tuple  # size vectors to run; the trip counts each pumped loop gets in them
+    fixpoints: tuple  # per combo: {id(For): (first, last)}: the iterations whose states are recorded
+    L: int
+
+
+def _trip_value(lp: Loop, sizes: dict, consts: dict) -> int:
+    env = {**consts, **sizes}
+    lo, hi = ir.eval_int(lp.start, env), ir.eval_int(lp.stop, env)
+    return max(0, -(-(hi - lo) // lp.node.step))
+
+
+def plan(kernel: ir.Kernel, base: dict, periodic: dict) -> tuple[Plan | None, str, bool]:
+    """(the pumping argument's runs for `kernel`, "", False), or (None, why it does not apply, whether
+    a lemma was refuted: a size step that keeps the trip counts, or a longer loop, changes the
+    protocol, which bounded runs do not show). `periodic`: each varying loop's head and tail from
+    `check_periodic` (where lemma P is looked for)."""
+    with _IntMode():
+        try:
+            return _plan(kernel, base, periodic)
+        except Unsupported as e:
+            return None, f"the protocol's integers are beyond the pumping argument ({e})", False
+        except (KeyError, ZeroDivisionError) as e:
+            return None, f"the pumping argument could not evaluate a trip count ({e})", False
+
+
+def _plan(kernel, base, periodic):
+    occ, loops = occurrences(kernel)
+    consts = dict(kernel.consts)
+    blocky = sorted({w for o in occ for w in _specials(o.expr)} - set(ir.PER_THREAD_SPECIALS))
+    if blocky:
+        return None, f"the protocol depends on the block ({blocky[0]})", False
+    L = period_of(kernel)
+    varying = [lp for lp in loops if not _is_constant(lp, kernel)]
+    owner: dict = {}
+    for lp in varying:
+        names = _sizes_in(lp.start, kernel) | _sizes_in(lp.stop, kernel)
+        if _loop_vars(lp, kernel) or len(names) != 1:
+            return None, f"the trip count of the loop at line {lp.line} depends on more than one size", False
+        (z,) = names
+        if z in owner:
+            return None, f"'{z}' sets the trip counts of two loops", False
+        owner[z] = lp
+    quanta = {}
+    for z in kernel.sizes:
+        q = _quantum(kernel, z, base)
+        if q is None:
+            return None, f"the admissible values of '{z}' are not one arithmetic progression", False
+        quanta[z] = q
+        if not _invisible(kernel, occ, loops, z, q):
+            return None, f"a step of '{z}' that leaves every trip count changes the protocol", True
+    pumps = []
+    for z, lp in owner.items():
+        p = _pump(kernel, occ, loops, lp, z, quanta[z], L, base, periodic.get(id(lp.node), (0, 0)))
+        if p is None:
+            return None, f"the loop at line {lp.line} does not repeat with period {L} as '{z}' grows", True
+        pumps.append(p)
+    # the base runs: every trip count below A + 2L + B of each pumped loop, one size vector each
+    per = []
+    for p in pumps:
+        vals = _values_by_trips(kernel, p, base, consts)
+        if vals is None:
+            return None, f"no admissible '{p.size}' gives some trip count below {p.trips_run}", False
+        per.append(vals)
+    total = math.prod(len(v) for v in per) if per else 1
+    if total > MAX_BASE_RUNS:
+        return None, f"the pumping argument would need {total} runs (at most {MAX_BASE_RUNS})", False
+    combos, fixpoints = [], []
+    for pick in _product(per):
+        sizes = dict(base)
+        fp = {}
+        for p, (value, trips) in zip(pumps, pick, strict=True):
+            sizes[p.size] = value
+            if trips > min(p.heads) + p.L:
+                fp[id(p.loop.node)] = (min(p.heads), max(p.heads) + p.L)
+        combos.append(sizes)
+        fixpoints.append(fp)
+    return Plan(tuple(pumps), tuple(combos), tuple(fixpoints), L), "", False
+
+
+def _loop_vars(lp: Loop, kernel) -> set:
+    """The loop variables (of enclosing loops) that a loop's bounds name."""
+    consts = dict(kernel.consts)
+    return {x.name for e in (lp.start, lp.stop) for x in ir.walk_iexpr(e)
+            if isinstance(x, ir.IVar) and x.name not in kernel.sizes and x.name not in consts}
+
+
+def _product(per):
+    if not per:
+        yield ()
+        return
+    import itertools
+
+    yield from itertools.product(*per)
+
+
+def _quantum(kernel, z: str, base: dict) -> int | None:
+    """The spacing of z's admissible values: the smallest q such that z +- q is admissible whenever
+    z is (whatever the other sizes), with every admissible z in base[z]'s residue class modulo q (so
+    that steps of q connect any two admissible size vectors, one size at a time)."""
+    w = World(kernel, "q")
+    v = w.sizes[z]
+    facts = w.facts()
+    for q in QUANTA:
+        up_w = World(kernel, f"u{q}")
+        up_w.sizes = {**w.sizes, z: v + q}
+        down_w = World(kernel, f"d{q}")
+        down_w.sizes = {**w.sizes, z: v - q}
+        closed = Z.And(Z.Implies(v + q <= Z.MAX_SIZE, Z.And(*up_w.facts())),
+                       Z.Implies(v - q >= 1, Z.And(*down_w.facts())))
+        if not _unsat(facts, closed):
+            continue
+        return q if _unsat(facts, Z.Eq(Z.mod(v, Z.bv(q)), Z.bv(base[z] % q))) else None
+    return None
+
+
+def _shifted(kernel, w: World, z: str, delta, tag: str) -> World:
+    x = World(kernel, tag, w.vars)
+    x.sizes = {**w.sizes, z: w.sizes[z] + delta}
+    return x
+
+
+def _occurrence_pairs(kernel, occ, w1: World, w2: World, remap=None):
+    """For every occurrence: (facts that its loop indices are valid in both worlds, value in w1,
+    value in w2). `remap(o, index2) -> index1` maps w2's loop indices to w1's (default: the same)."""
+    out = []
+    for n, o in enumerate(occ):
+        i2 = {id(x.node): z3.Int(f"j{k}.{n}") for k, x in enumerate(o.loops)}
+        i1, extra = remap(o, i2) if remap else (dict(i2), [])
+        env1, f1 = w1.env_for(o.loops, i1)
+        env2, f2 = w2.env_for(o.loops, i2)
+        out.append((f1 + f2 + extra, o, w1.expr(o.expr, env1), w2.expr(o.expr, env2)))
+    return out
+
+
+def _invisible(kernel, occ, loops, z: str, q: int) -> bool:
+    """Lemma E: z -> z + q with every trip count unchanged changes no occurrence."""
+    w1 = World(kernel, "e1")
+    w2 = _shifted(kernel, w1, z, q, "e2")
+    facts = w1.facts() + w2.facts() + _thread_facts(kernel, w1)
+    for lp in loops:
+        if not _loop_vars(lp, kernel):
+            facts.append(w1.trips(lp, {}) == w2.trips(lp, {}))
+    goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(kernel, occ, w1, w2)]
+    # a size-only trip count (a loop not nested) equal in both; nested loops' bounds are occurrences
+    return bool(_unsat(facts, Z.And(*goals)))
+
+
+def _pump(kernel, occ, loops, lp: Loop, z: str, q: int, L: int, base: dict, periodic: tuple) -> Pump | None:
+    consts = dict(kernel.consts)
+    # the growth of z that adds L iterations: candidates read off concrete values, then proved for all
+    sizes = dict(base)
+    n0 = _trip_value(lp, sizes, consts)
+    w1 = World(kernel, "s1")
+    facts = w1.facts() + _thread_facts(kernel, w1)
+    n1 = w1.trips(lp, {})
+    delta = None
+    for c in range(1, 1 << 14):
+        sizes[z] = base[z] + c * q
+        n = _trip_value(lp, sizes, consts)
+        if n - n0 > L:
+            break
+        if n - n0 < L:
+            continue
+        w2 = _shifted(kernel, w1, z, c * q, "s2")
+        if _unsat(facts, Z.Implies(Z.And(*w2.facts()), w2.trips(lp, {}) == n1 + L)):
+            delta = c * q
+            break
+    if delta is None:
+        return None
+    w2 = _shifted(kernel, w1, z, delta, "s2")
+    mono = _shifted(kernel, w1, z, q, "m")
+    if not _unsat(facts + mono.facts(), mono.trips(lp, {}) >= n1):
+        return None
+    a0, b0 = periodic  # the duplication needs at least the periodic head and tail; a little more at most
+    b0 = max(b0, 1)  # (the base runs then reach iteration A + L, where the fixed point is compared)
+    for A, B in sorted(((a0 + i, b0 + j) for i in range(3) for j in range(3)), key=sum):
+        if _shrinks(kernel, lp, z, delta, L, w1, facts, A + 2 * L + B) and \
+                _duplicates(kernel, occ, lp, w1, w2, A, L, A + L + B):
+            # later heads are candidates too (proved once the runs show where the state settles)
+            return Pump(lp, z, delta, q, tuple(range(A, A + L + 1)), B, L)
+    return None
+
+
+def head_holds(kernel, p: Pump, head: int) -> bool:
+    """Lemmas P and shrinking for head `head` of pump p (the first head is proved by `plan`)."""
+    if head == p.heads[0]:
+        return True
+    with _IntMode():
+        occ, _ = occurrences(kernel)
+        w1 = World(kernel, "s1")
+        w2 = _shifted(kernel, w1, p.size, p.delta, "s2")
+        facts = w1.facts() + _thread_facts(kernel, w1)
+        return _shrinks(kernel, p.loop, p.size, p.delta, p.L, w1, facts, head + 2 * p.L + p.B) and \
+            _duplicates(kernel, occ, p.loop, w1, w2, head, p.L, head + p.L + p.B)
+
+
+def _shrinks(kernel, lp: Loop, z: str, delta: int, L: int, w1: World, facts: list, trips: int) -> bool:
+    """Every admissible size vector whose loop lp runs at least `trips` times has an admissible one
+    with z smaller by delta and L fewer trips."""
+    w3 = _shifted(kernel, w1, z, -delta, "s3")
+    n1 = w1.trips(lp, {})
+    return bool(_unsat(facts + [n1 >= trips], Z.And(*w3.facts(), w3.trips(lp, {}) == n1 - L)))
+
+
+def _duplicates(kernel, occ, lp: Loop, w1: World, w2: World, A: int, L: int, first: int) -> bool:
+    """Lemma P: w2 (L more trips of lp) is w1 with lp's iterations [A, A + L) repeated."""
+    key = id(lp.node)
+
+    def remap(o, i2):
+        i1 = dict(i2)
+        if any(x.node is lp.node for x in o.loops):
+            j2 = i2[key]
+            i1[key] = Z.Ite(j2 < A + L, j2, j2 - L)
+        return i1, []
+
+    facts = w1.facts() + w2.facts() + _thread_facts(kernel, w1) + [w1.trips(lp, {}) >= first]
+    # (lp's stop differs: its trip count grows by L, which `_pump` proved)
+    goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(kernel, occ, w1, w2, remap)
+             if o.stop_of is not lp.node]
+    return bool(_unsat(facts, Z.And(*goals)))
+
+
+def _values_by_trips(kernel, p: Pump, base: dict, consts: dict):
+    """[(value of p.size, trip count)] with one admissible value per trip count below first_base + L
+    (every reachable one: the trip count does not decrease as the size grows by its quantum)."""
+    from argus_verify.smt.protocol import _admissible
+
+    want = p.trips_run
+    out: dict = {}
+    v = next((x for x in range(1, p.quantum + 1) if _admissible(kernel, {**base, p.size: x})), None)
+    if v is None:
+        return None
+    while True:
+        sizes = {**base, p.size: v}
+        n = _trip_value(p.loop, sizes, consts)
+        if n >= want:
+            break
+        out.setdefault(n, v)
+        v += p.quantum
+        if v > Z.MAX_SIZE:
+            return None
+    return [(value, n) for n, value in sorted(out.items())]
+
+
+# -- the state the fixed point compares -------------------------------------------------------------
+
+# Skeleton attributes, by what they are. A new attribute must be classified here (a test checks).
+STATE = ("bars", "tmas", "phase_tx", "inflight_reads", "open", "groups", "pending_acc", "unfenced", "generic",
+         "published", "retired_unpublished", "releases_open", "releases_done", "bulk")
+CONSTANT = ("k", "T", "sizes", "tids", "allocs", "names", "gemm", "block", "grid", "pump_checks")
+MESSAGES_OR_DATA = ("trips", "loop", "tag", "acc_rec", "writes", "stored", "tag_unknown", "active",
+                    "pump_seen", "pump_failed")
+# keys of the records in flight that only name where something happened (messages) or carry data
+_DROP = frozenset({"loop", "wait_loop", "tags", "phase", "off"})
+
+
+def _canon(x):
+    if isinstance(x, dict):
+        return ("d", tuple(sorted(((str(k), _canon(k)), _canon(v)) for k, v in x.items() if k not in _DROP)))
+    if isinstance(x, (list, tuple)):
+        return ("l", tuple(_canon(v) for v in x))
+    if isinstance(x, (set, frozenset)):
+        return ("s", tuple(sorted(_canon(v) for v in x)))
+    if isinstance(x, np.ndarray):
+        return ("a", x.shape, str(x.dtype), x.tobytes())
+    if isinstance(x, Span):
+        return ("span", x.line, x.col)
+    if isinstance(x, (int, str, bool, np.integer, np.bool_)) or x is None:
+        return x.item() if isinstance(x, (np.integer, np.bool_)) else x
+    raise TypeError(f"fingerprint: {type(x).__name__}")
+
+
+def fingerprint(sk) -> bytes:
+    """Everything the skeleton's protocol rules read later, as a digest (SHA-256 of its canonical form)."""
+    # (renamed: "phase" in the records in flight is a message, dropped by _canon)
+    bars = {name: {("parity" if k == "phase" else k): (v % 2 if k == "phase" else v) for k, v in b.items()}
+            for name, b in sk.bars.items()}
+    phase_tx = {k: (v["exp"], v["issued"], v["landed"], tuple(s for s, _ in v["spans"]))
+                for k, v in sk.phase_tx.items()}
+    pending = {k: span for k, (span, _) in sk.pending_acc.items()}
+    bulk = None
+    if sk.bulk is not None:
+        bulk = (sk.bulk.open, sk.bulk.groups, sk.bulk.released, sk.bulk.unpublished)
+    # (an empty list of releases reads as no entry: the rules look them up with .get(key, ()))
+    releases = [{k: v for k, v in d.items() if v} for d in (sk.releases_open, sk.releases_done)]
+    parts = [bars, sk.tmas, phase_tx, sk.inflight_reads, sk.open, sk.groups, pending, sk.unfenced, sk.generic,
+             sk.published, sk.retired_unpublished, *releases, bulk]
+    return hashlib.sha256(pickle.dumps(_canon(parts), protocol=4)).digest()

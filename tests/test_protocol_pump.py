@@ -1,0 +1,157 @@
+"""The protocol obligations for all sizes (smt/protocol_pump.py): the pumping argument on the lockstep
+Hopper GEMMs, and the periodicity check that keeps bounded runs from standing for loops they never
+reach the end of (a protocol bug from iteration 40 on used to be "proved" by runs of 10 trips)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from argus_verify import ir, smt
+from argus_verify.frontend import compile_file, compile_source
+from argus_verify.smt import protocol as P
+from argus_verify.smt import protocol_pump as PP
+from argus_verify.smt.protocol import PROTOCOL
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "specs" / "hopper" / "gemm_bf16_wgmma.arg"
+PERSISTENT = ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_persistent.arg"
+RUNTIME = [o for o in PROTOCOL if o not in P.EXHAUSTIVE]  # the skeleton's obligations (the rest compare tiles)
+
+
+def _mutant(old: str, new: str):
+    src = SPEC.read_text()
+    assert old in src
+    return compile_source(src.replace(old, new), "mutant.arg")
+
+
+def _protocol(kernel, **kw):
+    return {r.obligation: r for r in smt.verify(kernel, checks=tuple(PROTOCOL), **kw).results}
+
+
+def test_gemm_protocol_is_proved_for_all_sizes_by_the_pumping_argument():
+    res = _protocol(compile_file(str(SPEC)))
+    assert set(RUNTIME) - set(res) == {"bulk-group"}  # (reported for kernels with TMA stores)
+    for name in RUNTIME[:-1]:
+        r = res[name]
+        assert r.status == "proved", (name, r.message)
+        assert "bounded" not in r.detail and "for all sizes" in r.message
+        (loop,) = r.detail["pumped"]["loops"]
+        # K sets the k loop's trip count; the ring of 4 stages repeats every 8 iterations
+        assert (loop["size"], loop["period"], loop["growth"]) == ("K", 8, 512)
+        assert loop["trip_counts_run"][1] >= loop["head"] + 2 * loop["period"] + loop["tail"] - 1
+
+
+def test_solver_proofs_through_the_protocol_are_no_longer_bounded():
+    rep = smt.verify(compile_file(str(SPEC)))
+    assert rep.exit_code == 0
+    assert not [r.obligation for r in rep.results if "bounded" in r.detail]
+
+
+@pytest.mark.parametrize("old,new,shape,expect", [
+    # the consumer's parity flips from iteration 40 on: it waits on the wrong phase (a hang)
+    ("mbarrier_wait(full[kt % STAGES], (kt // STAGES) % 2)",
+     "mbarrier_wait(full[kt % STAGES], (kt // STAGES + kt // 40) % 2)", {"K": 2688}, "mbarrier-phase"),
+    # expect_tx over-counts for k tile 20 only: that phase never completes
+    ("mbarrier_expect_tx(full[nk % STAGES], STAGE_BYTES)",
+     "mbarrier_expect_tx(full[nk % STAGES], STAGE_BYTES + 16 * (nk == 20))", {"K": 2048}, "mbarrier-tx"),
+])
+def test_a_bug_beyond_the_runs_trip_counts_is_not_proved(old, new, shape, expect):
+    k = _mutant(old, new)
+    fixed = _protocol(k, shapes={"M": 64, "N": 64, **shape})
+    assert fixed[expect].status == "violated"  # the bug is real at these sizes
+    res = _protocol(k)
+    assert not [n for n in RUNTIME if n in res and res[n].status == "proved"]
+    for n in RUNTIME[:-1]:
+        assert res[n].status in ("unknown", "violated")
+        if res[n].status == "unknown":
+            assert "does not repeat" in res[n].detail["reason"]
+
+
+def test_a_size_threshold_in_the_protocol_is_not_proved():
+    # from K = 4096 on the producer stops refilling (a hang): a step of K that keeps the trip count
+    # (4088 -> 4096) changes the protocol, so the lemmas fail and the result cannot claim every size
+    k = _mutant("            if nk < KT:\n", "            if nk < KT and K < 4096:\n")
+    pl, why, refuted = PP.plan(k, {"M": 64, "N": 64, "K": 64}, PP.check_periodic(k, 10)[2])
+    assert pl is None and refuted and why == "a step of 'K' that leaves every trip count changes the protocol"
+    assert _protocol(k, shapes={"M": 64, "N": 64, "K": 4096})["mbarrier-phase"].status == "violated"
+    res = _protocol(k)
+    assert not [n for n in RUNTIME if n in res and res[n].status == "proved"]
+    assert "changes the protocol" in res["mbarrier-phase"].detail["reason"]
+
+
+def test_a_persistent_kernel_stays_bounded_and_says_why():
+    res = _protocol(compile_file(str(PERSISTENT)))
+    r = res["mbarrier-phase"]
+    assert r.status == "proved" and "pumped" not in r.detail
+    assert "block" in r.detail["bounded"]["not_for_all_sizes"]
+
+
+def test_lemmas_of_the_plan_hold_for_the_gemm():
+    k = compile_file(str(SPEC))
+    ok, why, heads = PP.check_periodic(k, 10)
+    assert ok, why
+    pl, why, _ = PP.plan(k, {"M": 64, "N": 64, "K": 64}, heads)
+    assert pl is not None, why
+    (p,) = pl.pumps
+    assert (p.size, p.quantum, p.delta, p.L) == ("K", 8, 512, 8)  # requires K % 8 == 0
+    assert p.B >= 3  # the last STAGES - 1 iterations refill nothing
+    # one size vector per trip count, in the order the trip counts grow
+    trips = [PP._trip_value(p.loop, c, dict(k.consts)) for c in pl.combos]
+    assert trips == list(range(1, p.trips_run))
+    assert all(c["M"] == 64 and c["N"] == 64 for c in pl.combos)  # M and N change nothing
+
+
+def test_quantum_follows_the_requires():
+    src = SPEC.read_text().replace("requires K % 8 == 0", "requires K % 16 == 0")
+    k = compile_source(src, "q.arg")
+    with PP._IntMode():
+        assert PP._quantum(k, "K", {"K": 64}) == 16
+        assert PP._quantum(k, "M", {"M": 64}) == 1
+        assert PP._quantum(k, "K", {"K": 72}) is None  # 72 is not admissible: no class to step in
+
+
+def _skeleton():
+    k = compile_file(str(SPEC))
+    sk = P.Skeleton(k, {"M": 64, "N": 64, "K": 1024}, (0, 0, 0), (1, 1, 1))
+    sk.gemm = None
+    return k, sk
+
+
+def test_fingerprint_reads_every_protocol_state_and_only_that():
+    k, sk = _skeleton()
+    known = set(PP.STATE) | set(PP.CONSTANT) | set(PP.MESSAGES_OR_DATA)
+    sk.run(k.body, {}, np.ones(k.block, dtype=bool))
+    assert set(vars(sk)) <= known, set(vars(sk)) - known  # a new attribute must be classified
+    before = PP.fingerprint(sk)
+    sk.loop["kt"] = 12345  # where we are is only for messages
+    for b in sk.bars.values():
+        b["phase"] += 2  # the rules read the phase's parity
+    assert PP.fingerprint(sk) == before
+    for b in sk.bars.values():
+        b["phase"] += 1
+    assert PP.fingerprint(sk) != before
+    _, sk2 = _skeleton()
+    sk2.run(k.body, {}, np.ones(k.block, dtype=bool))
+    sk2.groups.append([])  # one more wgmma group in flight
+    assert PP.fingerprint(sk2) != PP.fingerprint(_run(_skeleton()))
+
+
+def _run(pair):
+    k, sk = pair
+    sk.run(k.body, {}, np.ones(k.block, dtype=bool))
+    return sk
+
+
+def test_occurrences_substitute_lets_and_refuse_a_let_assigned_again():
+    k = compile_file(str(SPEC))
+    occ, loops = PP.occurrences(k)
+    names = {x.name for o in occ for x in ir.walk_iexpr(o.expr) if isinstance(x, ir.IVar)}
+    assert "nk" not in names and "KT" not in names  # lets are substituted
+    assert any(o.kind == "parity" for o in occ)  # the wait's parity compares modulo 2
+    src = SPEC.read_text().replace("        nk = kt + STAGES - 1\n",
+                                   "        nk = kt + STAGES - 1\n        nk = kt + STAGES - 1\n")
+    with pytest.raises(PP.Unsupported):
+        PP.occurrences(compile_source(src, "twice.arg"))
