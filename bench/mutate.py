@@ -53,7 +53,9 @@ from argus_verify.runtime.measure import rel_error, tolerance
 ROOT = Path(__file__).resolve().parents[1]
 CLASSES = ("both", "verifier-only", "warning-only", "false-proof", "neither", "error")
 OPERATORS = ("constant", "layout", "arith", "compare", "loop-bound", "cdiv", "mask", "where", "padding",
-             "sync-dropped", "index-swap", "special", "accumulate")
+             "sync-dropped", "index-swap", "special", "accumulate", "late")
+# `late`: the mbarrier call and its argument that a fault from iteration LATE_ITERATION on changes
+LATE_CALLS = {"mbarrier_wait": "{} + (({}) >= 40)", "mbarrier_expect_tx": "{} + 16 * (({}) == 40)"}
 # the execution-point specials, each replaced by the others of its kind ("special")
 SPECIAL_SWAPS = {"thread_id": ("lane_id", "warp_id"), "lane_id": ("thread_id",), "warp_id": ("lane_id",),
                  "x": ("y",), "y": ("x",), "z": ("x",)}
@@ -328,6 +330,7 @@ class SiteFinder:
         return None
 
     def at_for_stmt(self, node, _in_layout):
+        self.late(node)
         args = [a.children[0] for a in node.children[2].children] if node.children[2] is not None else []
         if not args:
             return
@@ -339,6 +342,18 @@ class SiteFinder:
                 self.edits.append(Edit(at, at, f"{delta}, ", "loop-bound"))
             else:
                 self.add(args[0], self.shifted(args[0], delta), "loop-bound")
+
+    def late(self, loop: Tree) -> None:
+        """A protocol fault that shows only from iteration 40 of a loop on (`late`): a wait's parity
+        flipped from then on, an expect_tx over-counting at that one iteration. Runs of a few trip
+        counts never reach it."""
+        var = str(loop.children[0])
+        for call in loop.children[3].iter_subtrees_topdown():
+            if call.data != "call" or self.src(call.children[0]) not in LATE_CALLS:
+                continue
+            args = call_args(call)
+            if len(args) == 2:
+                self.add(args[1], LATE_CALLS[self.src(call.children[0])].format(self.paren(args[1]), var), "late")
 
     def at_subscript(self, node, _in_layout):
         base, subs = node.children

@@ -47,6 +47,7 @@ from argus_verify.diagnostics import Span
 from argus_verify.smt import zops as Z
 
 TIMEOUT_MS = 4000
+UNDECIDED = [False]  # a query of the current plan the solver did not settle (then no lemma is refuted)
 MAX_BASE_RUNS = 240  # the pumping argument's runs (a product over the pumped loops) beyond which it is not tried
 QUANTA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -266,6 +267,8 @@ def _unsat(facts: list, goal) -> bool | None:
     s.add(*facts)
     s.add(z3.Not(goal) if not isinstance(goal, bool) else z3.BoolVal(not goal))
     r = s.check()
+    if r == z3.unknown:
+        UNDECIDED[0] = True
     return True if r == z3.unsat else False if r == z3.sat else None
 
 
@@ -347,6 +350,7 @@ def check_periodic(kernel, trip_bound: int) -> tuple[bool, str, dict]:
     """(True, "", {id(For): (A, B)}) when every loop with a varying trip count is periodic outside a
     head of A and a tail of B iterations that the enumerated trip counts reach; else (False, why, {})."""
     heads: dict = {}
+    UNDECIDED[0] = False
     with _IntMode():
         try:
             occ, loops = occurrences(kernel)
@@ -368,6 +372,9 @@ def check_periodic(kernel, trip_bound: int) -> tuple[bool, str, dict]:
             except Unsupported as e:
                 return False, f"the protocol's integers are beyond the periodicity check ({e})", {}
             if not ok:
+                if UNDECIDED[0]:
+                    return False, (f"the solver did not decide whether the loop at line {lp.line} repeats with "
+                                   f"period {L} outside its first and last {trip_bound} iterations"), {}
                 return False, (f"the loop at line {lp.line} does not repeat with period {L} outside its first and "
                                f"last {trip_bound} iterations (the protocol depends on the iteration in a way the "
                                f"runs up to {trip_bound} trips do not show)"), {}
@@ -446,12 +453,19 @@ def _plan(kernel, base, periodic):
         if q is None:
             return None, f"the admissible values of '{z}' are not one arithmetic progression", False
         quanta[z] = q
+        UNDECIDED[0] = False
         if not _invisible(kernel, occ, loops, z, q):
+            if UNDECIDED[0]:
+                return None, f"the solver did not decide whether a step of '{z}' changes the protocol", False
             return None, f"a step of '{z}' that leaves every trip count changes the protocol", True
     pumps = []
     for z, lp in owner.items():
+        UNDECIDED[0] = False
         p = _pump(kernel, occ, loops, lp, z, quanta[z], L, base, periodic.get(id(lp.node), (0, 0)))
         if p is None:
+            if UNDECIDED[0]:
+                return None, f"the solver did not decide whether the loop at line {lp.line} repeats as '{z}' grows", \
+                    False
             return None, f"the loop at line {lp.line} does not repeat with period {L} as '{z}' grows", True
         pumps.append(p)
     # the base runs: every trip count below A + 2L + B of each pumped loop, one size vector each
