@@ -227,3 +227,21 @@ def test_incoming_correct_spec_matches_its_reference(path):
 @pytest.mark.parametrize("path", BUGGY, ids=[p.stem for p in BUGGY])
 def test_incoming_buggy_spec_is_wrong_somewhere(path):
     assert any(r is not None for r in incoming_verdict(path))
+
+
+def test_late_protocol_faults_are_generated_and_not_proved():
+    # a wait's parity flipped from iteration 40 on, an expect_tx over-count at iteration 40: runs of
+    # a few trip counts never reach them (both were proved before the pumping argument)
+    from argus_verify import smt
+    from argus_verify.smt.protocol import PROTOCOL
+
+    hopper = str(ROOT / "specs" / "hopper" / "gemm_bf16_wgmma.arg")
+    late = [m for m in mutate.mutants_of(hopper) if m.operator == "late"]
+    assert [(m.line, m.after) for m in late] == [
+        (38, "STAGE_BYTES + 16 * ((s) == 40)"),  # the prologue's 3 trips: an equivalent mutant
+        (43, "((kt // STAGES) % 2) + ((kt) >= 40)"),
+        (51, "STAGE_BYTES + 16 * ((kt) == 40)")]
+    for m in late[1:]:
+        rep = smt.verify(compile_source(m.text, "late.arg"), checks=tuple(PROTOCOL))
+        assert not [r for r in rep.results if r.obligation in ("mbarrier-tx", "mbarrier-phase")
+                    and r.status == "proved"], m.description
