@@ -624,7 +624,8 @@ class Skeleton(BulkSteps):
                            "producer and consumer disagree"], barrier=name, stage=i, phase=int(b["phase"][i]))
             t = mine[0]
             self.tmas.remove(t)
-            self.tag[t["alloc"]][t["off"]] = t["tags"]
+            if t["tags"] is not None:  # (None: tags not followed, see _pump_runs)
+                self.tag[t["alloc"]][t["off"]] = t["tags"]
             if b["fenced"][i]:
                 p["landed"] += t["bytes"]
                 self.try_complete(name, i, s.span)
@@ -773,7 +774,7 @@ class Skeleton(BulkSteps):
                 self.fail("async-proxy-fence", s.span, f"TMA completes on {name}[{i}] before its mbarrier_init", [])
             self.ph(name, i)["issued"] += int(np.prod(s.dst.tile)) * esize
             self.tmas.append({"bar": name, "idx": i, "alloc": s.dst.base, "mask": self.mask(s.dst.base, off),
-                              "off": off, "tags": self.tma_tags(s, env, active),
+                              "off": off, "tags": self.tma_tags(s, env, active) if self.gemm else None,
                               "span": s.span,
                               "loop": self.where(), "phase": int(b["phase"][i]),
                               "bytes": int(np.prod(s.dst.tile)) * esize})

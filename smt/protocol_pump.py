@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import pickle
 
 import attrs
 import numpy as np
@@ -323,14 +322,15 @@ def _is_constant(lp: Loop, kernel) -> bool:
                    for e in (lp.start, lp.stop))
 
 
-def _periodic_at(kernel, occ, lp: Loop, L: int, A: int, B: int) -> bool | None:
-    """Every occurrence inside loop lp is the same at iterations j and j + L for A <= j and
-    j + L + B < trip count (the rest of the world fixed)."""
-    w = World(kernel, "p")
-    facts = w.facts() + _thread_facts(kernel, w) + _block_facts(kernel, w, occ)
+def _periodic_checker(kernel, occ, lp: Loop, L: int):
+    """A function (A, B) -> whether every occurrence inside loop lp is the same at iterations j and
+    j + L for A <= j and j + L + B < trip count (the rest of the world fixed): the terms are built
+    once, each (A, B) is one check of the same solver."""
     mine = [o for o in occ if any(x.node is lp.node for x in o.loops)]
     if not mine:
-        return True
+        return lambda A, B: True
+    w = World(kernel, "p")
+    head, tail = z3.Int("head!"), z3.Int("tail!")
     goals = []
     for o in mine:
         i1 = {id(x.node): z3.Int(f"j{n}@{o.line}") for n, x in enumerate(o.loops)}
@@ -341,9 +341,20 @@ def _periodic_at(kernel, occ, lp: Loop, L: int, A: int, B: int) -> bool | None:
         outer_env, _ = w.env_for(lp.outer, i1)
         n = w.trips(lp, outer_env)
         j = i1[id(lp.node)]
-        pre = Z.And(*f1, *f2, j >= A, j + L + B < n)
+        pre = Z.And(*f1, *f2, j >= head, j + L + tail < n)
         goals.append(Z.Implies(pre, _same(o.kind, w.expr(o.expr, env1), w.expr(o.expr, env2))))
-    return _unsat(facts, Z.And(*goals))
+    s = z3.Solver()
+    s.set("timeout", TIMEOUT_MS)
+    s.add(*w.facts(), *_thread_facts(kernel, w), *_block_facts(kernel, w, occ))
+    s.add(z3.Not(Z.And(*goals)))
+
+    def holds(A: int, B: int) -> bool:
+        r = s.check(head == A, tail == B)
+        if r == z3.unknown:
+            UNDECIDED[0] = True
+        return r == z3.unsat
+
+    return holds
 
 
 def check_periodic(kernel, trip_bound: int) -> tuple[bool, str, dict]:
@@ -360,17 +371,12 @@ def check_periodic(kernel, trip_bound: int) -> tuple[bool, str, dict]:
         for lp in loops:
             if _is_constant(lp, kernel):
                 continue
-            ok = None
             try:
-                for total in range(0, trip_bound + 1):
-                    for A in range(0, total + 1):
-                        if _periodic_at(kernel, occ, lp, L, A, total - A):
-                            ok = (A, total - A)
-                            break
-                    if ok:
-                        break
+                holds = _periodic_checker(kernel, occ, lp, L)
             except Unsupported as e:
                 return False, f"the protocol's integers are beyond the periodicity check ({e})", {}
+            ok = next(((A, total - A) for total in range(0, trip_bound + 1) for A in range(0, total + 1)
+                       if holds(A, total - A)), None)
             if not ok:
                 if UNDECIDED[0]:
                     return False, (f"the solver did not decide whether the loop at line {lp.line} repeats with "
@@ -395,6 +401,7 @@ class Pump:
     # first, `head_holds` proves it for the one the runs choose)
     B: int
     L: int
+    lemmas: object = attrs.field(eq=False, repr=False, default=None)  # (A, B) -> shrinking and lemma P hold
 
     @property
     def trips_run(self) -> int:
@@ -587,51 +594,59 @@ def _pump(kernel, occ, loops, lp: Loop, z: str, q: int, L: int, base: dict, peri
         return None
     a0, b0 = periodic  # the duplication needs at least the periodic head and tail; a little more at most
     b0 = max(b0, 1)  # (the base runs then reach iteration A + L, where the fixed point is compared)
+    lemmas = _lemma_checker(kernel, occ, lp, z, delta, L, w1, w2)
     for A, B in sorted(((a0 + i, b0 + j) for i in range(3) for j in range(3)), key=sum):
-        if _shrinks(kernel, lp, z, delta, L, w1, facts, A + 2 * L + B) and \
-                _duplicates(kernel, occ, lp, w1, w2, A, L, A + L + B):
+        if lemmas(A, B):
             # later heads are candidates too (proved once the runs show where the state settles)
-            return Pump(lp, z, delta, q, tuple(range(A, A + L + 1)), B, L)
+            return Pump(lp, z, delta, q, tuple(range(A, A + L + 1)), B, L, lemmas)
     return None
 
 
 def head_holds(kernel, p: Pump, head: int) -> bool:
     """Lemmas P and shrinking for head `head` of pump p (the first head is proved by `plan`)."""
-    if head == p.heads[0]:
-        return True
-    with _IntMode():
-        occ, _ = occurrences(kernel)
-        w1 = World(kernel, "s1")
-        w2 = _shifted(kernel, w1, p.size, p.delta, "s2")
-        facts = w1.facts() + _thread_facts(kernel, w1)
-        return _shrinks(kernel, p.loop, p.size, p.delta, p.L, w1, facts, head + 2 * p.L + p.B) and \
-            _duplicates(kernel, occ, p.loop, w1, w2, head, p.L, head + p.L + p.B)
+    return head == p.heads[0] or p.lemmas(head, p.B)
 
 
-def _shrinks(kernel, lp: Loop, z: str, delta: int, L: int, w1: World, facts: list, trips: int) -> bool:
-    """Every admissible size vector whose loop lp runs at least `trips` times has an admissible one
-    with z smaller by delta and L fewer trips."""
-    w3 = _shifted(kernel, w1, z, -delta, "s3")
-    n1 = w1.trips(lp, {})
-    return bool(_unsat(facts + [n1 >= trips], Z.And(*w3.facts(), w3.trips(lp, {}) == n1 - L)))
-
-
-def _duplicates(kernel, occ, lp: Loop, w1: World, w2: World, A: int, L: int, first: int) -> bool:
-    """Lemma P: w2 (L more trips of lp) is w1 with lp's iterations [A, A + L) repeated."""
+def _lemma_checker(kernel, occ, lp: Loop, z: str, delta: int, L: int, w1: World, w2: World):
+    """A function (A, B) -> whether, for head A and tail B of loop lp (the terms built once, two
+    checks for each (A, B)):
+    * shrinking: every admissible size vector whose loop lp runs at least A + 2L + B times has an
+      admissible one with z smaller by delta and L fewer trips;
+    * lemma P: where lp runs at least A + L + B times in w1, w2 (z grown by delta: L more trips) is
+      w1 with lp's iterations [A, A + L) repeated once."""
+    head, tail = z3.Int("head!"), z3.Int("tail!")
     key = id(lp.node)
+    n1 = w1.trips(lp, {})
+    base = w1.facts() + _thread_facts(kernel, w1)
+    w3 = _shifted(kernel, w1, z, -delta, "s3")
+    shrink = z3.Solver()
+    shrink.set("timeout", TIMEOUT_MS)
+    shrink.add(*base, n1 >= head + 2 * L + tail, z3.Not(Z.And(*w3.facts(), w3.trips(lp, {}) == n1 - L)))
 
     def remap(o, i2):
         i1 = dict(i2)
         if any(x.node is lp.node for x in o.loops):
             j2 = i2[key]
-            i1[key] = Z.Ite(j2 < A + L, j2, j2 - L)
+            i1[key] = Z.Ite(j2 < head + L, j2, j2 - L)
         return i1, []
 
-    facts = w1.facts() + w2.facts() + _thread_facts(kernel, w1) + [w1.trips(lp, {}) >= first]
     # (lp's stop differs: its trip count grows by L, which `_pump` proved)
     goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(kernel, occ, w1, w2, remap)
              if o.stop_of is not lp.node]
-    return bool(_unsat(facts, Z.And(*goals)))
+    dup = z3.Solver()
+    dup.set("timeout", TIMEOUT_MS)
+    dup.add(*base, *w2.facts(), n1 >= head + L + tail, z3.Not(Z.And(*goals)))
+
+    def holds(A: int, B: int) -> bool:
+        for solver in (shrink, dup):
+            r = solver.check(head == A, tail == B)
+            if r == z3.unknown:
+                UNDECIDED[0] = True
+            if r != z3.unsat:
+                return False
+        return True
+
+    return holds
 
 
 def _values_by_trips(kernel, p: Pump, base: dict, consts: dict):
@@ -668,20 +683,41 @@ MESSAGES_OR_DATA = ("trips", "loop", "tag", "acc_rec", "writes", "stored", "tag_
 _DROP = frozenset({"loop", "wait_loop", "tags", "phase", "off"})
 
 
-def _canon(x):
+def _digest(x, h) -> None:
+    """Feed a canonical form of x to the hash h: dictionaries in key order (keys in _DROP left out),
+    arrays by shape, type and content (booleans packed), spans by line and column."""
     if isinstance(x, dict):
-        return ("d", tuple(sorted(((str(k), _canon(k)), _canon(v)) for k, v in x.items() if k not in _DROP)))
-    if isinstance(x, (list, tuple)):
-        return ("l", tuple(_canon(v) for v in x))
-    if isinstance(x, (set, frozenset)):
-        return ("s", tuple(sorted(_canon(v) for v in x)))
-    if isinstance(x, np.ndarray):
-        return ("a", x.shape, str(x.dtype), x.tobytes())
-    if isinstance(x, Span):
-        return ("span", x.line, x.col)
-    if isinstance(x, (int, str, bool, np.integer, np.bool_)) or x is None:
-        return x.item() if isinstance(x, (np.integer, np.bool_)) else x
-    raise TypeError(f"fingerprint: {type(x).__name__}")
+        h.update(b"{")
+        for k in sorted(x, key=str):
+            if k not in _DROP:
+                _digest(k, h)
+                _digest(x[k], h)
+        h.update(b"}")
+    elif isinstance(x, (list, tuple)):
+        h.update(b"[%d" % len(x))
+        for v in x:
+            _digest(v, h)
+        h.update(b"]")
+    elif isinstance(x, (set, frozenset)):
+        h.update(b"(")
+        for v in sorted(x, key=repr):
+            _digest(v, h)
+        h.update(b")")
+    elif isinstance(x, np.ndarray):
+        h.update(f"a{x.shape}{x.dtype}".encode())
+        h.update(np.packbits(x).tobytes() if x.dtype == bool else np.ascontiguousarray(x).tobytes())
+    elif isinstance(x, Span):
+        h.update(f"s{x.line}:{x.col}".encode())
+    elif isinstance(x, (bool, np.bool_)):
+        h.update(b"T" if x else b"F")
+    elif isinstance(x, (int, np.integer)):
+        h.update(b"i%d;" % int(x))
+    elif isinstance(x, str):
+        h.update(b"t%d:" % len(x) + x.encode())
+    elif x is None:
+        h.update(b"N")
+    else:
+        raise TypeError(f"fingerprint: {type(x).__name__}")
 
 
 def fingerprint(sk) -> bytes:
@@ -699,4 +735,6 @@ def fingerprint(sk) -> bytes:
     releases = [{k: v for k, v in d.items() if v} for d in (sk.releases_open, sk.releases_done)]
     parts = [bars, sk.tmas, phase_tx, sk.inflight_reads, sk.open, sk.groups, pending, sk.unfenced, sk.generic,
              sk.published, sk.retired_unpublished, *releases, bulk]
-    return hashlib.sha256(pickle.dumps(_canon(parts), protocol=4)).digest()
+    h = hashlib.sha256()
+    _digest(parts, h)
+    return h.digest()

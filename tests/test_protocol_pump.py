@@ -125,6 +125,9 @@ def test_fingerprint_reads_every_protocol_state_and_only_that():
     known = set(PP.STATE) | set(PP.CONSTANT) | set(PP.MESSAGES_OR_DATA)
     sk.run(k.body, {}, np.ones(k.block, dtype=bool))
     assert set(vars(sk)) <= known, set(vars(sk)) - known  # a new attribute must be classified
+    # the TMA stores' books: the fingerprint reads open, groups, released and unpublished; sums and
+    # sum_id are the followed tags (data), whose lengths alone the rules read
+    assert set(vars(P.BulkState({"sC": 4}))) == {"open", "groups", "released", "sums", "sum_id", "unpublished"}
     before = PP.fingerprint(sk)
     sk.loop["kt"] = 12345  # where we are is only for messages
     for b in sk.bars.values():
