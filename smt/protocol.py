@@ -1132,12 +1132,15 @@ def mark_bounded(results: list, runs: int, trip_bound: int, covered: list, kerne
 def _pump_runs(kernel, base: dict, found: dict, periodic: dict) -> tuple[str | None, dict]:
     """The runs of the pumping argument (smt/protocol_pump.py) for a kernel whose warpgroups run in
     lockstep: (the scope of a proof for all sizes, its detail), or (None, {"reason": why not})."""
-    from argus_verify.smt.protocol_pump import head_holds, plan
+    from argus_verify.smt.protocol_pump import plan, trip_value
 
     pl, why, refuted = plan(kernel, base, periodic)
     if pl is None:
         return None, {"reason": why, "refuted": refuted}
     seen: dict = {}  # id(For) -> every execution's {iteration: state digest}, over all runs
+    single = len(pl.pumps) == 1
+    heads: dict = {}
+    runs = 0
     for sizes, checks in zip(pl.combos, pl.fixpoints, strict=True):
         try:
             grid = tuple(max(1, int(ir.eval_int(g, sizes))) for g in kernel.grid) + (1, 1)
@@ -1146,6 +1149,7 @@ def _pump_runs(kernel, base: dict, found: dict, periodic: dict) -> tuple[str | N
         sk = Skeleton(kernel, sizes, (0, 0, 0), grid[:3])
         sk.gemm = None  # the protocol alone (the tags are followed on the other runs)
         sk.pump_checks = checks
+        runs += 1
         try:
             sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
             sk.bulk_exit()
@@ -1156,24 +1160,44 @@ def _pump_runs(kernel, base: dict, found: dict, periodic: dict) -> tuple[str | N
             return None, {"reason": f"a run stopped ({type(e).__name__}: {e})"}
         for key, execs in sk.pump_seen.items():
             seen.setdefault(key, []).extend(execs)
-    heads = {}
-    for p in pl.pumps:  # the first head whose period leaves the state as it was, in every execution
-        execs = seen.get(id(p.loop.node), [])
-        # (in the executions of the base runs for head a: trip counts from a + L + B on)
-        head = next((a for a in p.heads if all(a in e and a + p.L in e and e[a] == e[a + p.L]
-                                               for e in execs if e["trips"] >= a + p.L + p.B)
-                     and head_holds(kernel, p, a)), None)
-        if head is None or not execs:
-            return None, {"reason": f"the protocol state of the loop at line {p.loop.line} is not the same after "
-                                    f"{p.L} iterations, from any iteration up to {max(p.heads)}"}
-        heads[id(p.loop.node)] = head
-    loops = [{"line": p.loop.line, "size": p.size, "period": p.L, "head": heads[id(p.loop.node)], "tail": p.B,
-              "growth": p.delta, "trip_counts_run": [0, p.trips_run - 1]} for p in pl.pumps]
-    what = "; ".join(f"the loop at line {x['line']} every trip count up to {x['trip_counts_run'][1]}"
+        if single:  # the combinations come in the order of the trip count: stop once a head is settled
+            (p,) = pl.pumps
+            upto = trip_value(p.loop, sizes, dict(kernel.consts))
+            head = _pump_head(kernel, p, seen.get(id(p.loop.node), []), upto)
+            if head is not None:
+                heads[id(p.loop.node)] = (head, upto)
+                break
+    for p in pl.pumps:
+        if id(p.loop.node) not in heads:
+            head = _pump_head(kernel, p, seen.get(id(p.loop.node), []), p.trips_run - 1)
+            if head is None:
+                return None, {"reason": f"the protocol state of the loop at line {p.loop.line} is not the same "
+                                        f"after {p.L} iterations, from any iteration up to {max(p.heads)}"}
+            heads[id(p.loop.node)] = (head, p.trips_run - 1)
+    first = {id(p.loop.node): min(trip_value(p.loop, c, dict(kernel.consts)) for c in pl.combos) for p in pl.pumps}
+    loops = [{"line": p.loop.line, "size": p.size, "period": p.L, "head": heads[id(p.loop.node)][0], "tail": p.B,
+              "growth": p.delta, "trip_counts_run": [first[id(p.loop.node)], heads[id(p.loop.node)][1]]}
+             for p in pl.pumps]
+    what = "; ".join(f"the loop at line {x['line']} every trip count from {x['trip_counts_run'][0]} to "
+                     f"{x['trip_counts_run'][1]}"
                      for x in loops) or "one run"
-    scope = (f"for all sizes: {len(pl.combos)} runs ({what}), and pumping lemmas proved with Z3 "
-             "cover every other size")
-    return scope, {"runs": len(pl.combos), "loops": loops}
+    scope = f"for all sizes: {runs} runs ({what}), and pumping lemmas proved with Z3 cover every other size"
+    return scope, {"runs": runs, "loops": loops}
+
+
+def _pump_head(kernel, p, execs: list, upto: int) -> int | None:
+    """The first head A of pump p whose base runs (trip counts A + L + B .. A + 2L + B - 1) are among
+    the runs of trip counts up to `upto`, and where the state after one period, from iteration A, is
+    the state at A in every execution with at least A + L + B trips; None if there is none yet."""
+    from argus_verify.smt.protocol_pump import head_holds
+
+    for a in p.heads:
+        if a + 2 * p.L + p.B - 1 > upto:
+            return None
+        mine = [e for e in execs if e["trips"] >= a + p.L + p.B]
+        if mine and all(a in e and a + p.L in e and e[a] == e[a + p.L] for e in mine) and head_holds(kernel, p, a):
+            return a
+    return None
 
 
 def _result(name, found, where, msg) -> ObligationResult:

@@ -224,6 +224,8 @@ class World:
                 return Z.floordiv(self.special("thread_id"), Z.bv(32))
             if e.which == "lane_id":
                 return Z.mod(self.special("thread_id"), Z.bv(32))
+            if e.which.startswith("num_blocks."):  # this world's grid
+                return self.expr(self.k.grid["xyz".index(e.which[-1])], {})
             return self.special(e.which)
         if isinstance(e, ir.IUn):
             return semantics.INT_UNARY[e.op].z3(Z, self.expr(e.a, env))
@@ -297,14 +299,14 @@ def _thread_facts(kernel, w: World) -> list:
 
 
 def _block_facts(kernel, w: World, occ) -> list:
-    """Block ids inside the grid of world w's sizes, where an occurrence names them."""
+    """Block ids inside the grid of world w's sizes, where an occurrence names them (worlds share
+    the block ids: a lemma compares one block's protocol under two sizes)."""
     out = []
     names = set().union(*(_specials(o.expr) for o in occ)) if occ else set()
     for axis, g in zip("xyz", kernel.grid, strict=False):
-        if f"block_id.{axis}" in names or f"num_blocks.{axis}" in names:
+        if f"block_id.{axis}" in names:
             b = w.special(f"block_id.{axis}")
-            n = w.expr(g, {})
-            out += [b >= 0, b < n, w.special(f"num_blocks.{axis}") == n]
+            out += [b >= 0, b < w.expr(g, {})]
     return out
 
 
@@ -359,7 +361,8 @@ def _periodic_checker(kernel, occ, lp: Loop, L: int):
 
 def check_periodic(kernel, trip_bound: int) -> tuple[bool, str, dict]:
     """(True, "", {id(For): (A, B)}) when every loop with a varying trip count is periodic outside a
-    head of A and a tail of B iterations that the enumerated trip counts reach; else (False, why, {})."""
+    head of A and a tail of B iterations that the enumerated trip counts reach, and no size step that
+    keeps the trip counts changes the protocol (`check_size_steps`); else (False, why, {})."""
     heads: dict = {}
     UNDECIDED[0] = False
     with _IntMode():
@@ -385,6 +388,9 @@ def check_periodic(kernel, trip_bound: int) -> tuple[bool, str, dict]:
                                f"last {trip_bound} iterations (the protocol depends on the iteration in a way the "
                                f"runs up to {trip_bound} trips do not show)"), {}
             heads[id(lp.node)] = ok
+    steps, why = check_size_steps(kernel)
+    if not steps:
+        return False, why + ": the runs of bounded sizes are no evidence for the rest", {}
     return True, "", heads
 
 
@@ -417,7 +423,7 @@ class Plan:
     L: int
 
 
-def _trip_value(lp: Loop, sizes: dict, consts: dict) -> int:
+def trip_value(lp: Loop, sizes: dict, consts: dict) -> int:
     env = {**consts, **sizes}
     lo, hi = ir.eval_int(lp.start, env), ir.eval_int(lp.stop, env)
     return max(0, -(-(hi - lo) // lp.node.step))
@@ -514,10 +520,8 @@ def _product(per):
     yield from itertools.product(*per)
 
 
-def _quantum(kernel, z: str, base: dict) -> int | None:
-    """The spacing of z's admissible values: the smallest q such that z +- q is admissible whenever
-    z is (whatever the other sizes), with every admissible z in base[z]'s residue class modulo q (so
-    that steps of q connect any two admissible size vectors, one size at a time)."""
+def _step_of(kernel, z: str) -> int | None:
+    """The smallest q such that z +- q is admissible whenever z is, whatever the other sizes."""
     w = World(kernel, "q")
     v = w.sizes[z]
     facts = w.facts()
@@ -528,10 +532,19 @@ def _quantum(kernel, z: str, base: dict) -> int | None:
         down_w.sizes = {**w.sizes, z: v - q}
         closed = Z.And(Z.Implies(v + q <= Z.MAX_SIZE, Z.And(*up_w.facts())),
                        Z.Implies(v - q >= 1, Z.And(*down_w.facts())))
-        if not _unsat(facts, closed):
-            continue
-        return q if _unsat(facts, Z.Eq(Z.mod(v, Z.bv(q)), Z.bv(base[z] % q))) else None
+        if _unsat(facts, closed):
+            return q
     return None
+
+
+def _quantum(kernel, z: str, base: dict) -> int | None:
+    """The spacing of z's admissible values: `_step_of`, with every admissible z in base[z]'s residue
+    class modulo it (so that steps connect any two admissible size vectors, one size at a time)."""
+    q = _step_of(kernel, z)
+    if q is None:
+        return None
+    v = World(kernel, "q")
+    return q if _unsat(v.facts(), Z.Eq(Z.mod(v.sizes[z], Z.bv(q)), Z.bv(base[z] % q))) else None
 
 
 def _shifted(kernel, w: World, z: str, delta, tag: str) -> World:
@@ -557,27 +570,46 @@ def _invisible(kernel, occ, loops, z: str, q: int) -> bool:
     """Lemma E: z -> z + q with every trip count unchanged changes no occurrence."""
     w1 = World(kernel, "e1")
     w2 = _shifted(kernel, w1, z, q, "e2")
-    facts = w1.facts() + w2.facts() + _thread_facts(kernel, w1)
-    for lp in loops:
-        if not _loop_vars(lp, kernel):
-            facts.append(w1.trips(lp, {}) == w2.trips(lp, {}))
-    goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(kernel, occ, w1, w2)]
-    # a size-only trip count (a loop not nested) equal in both; nested loops' bounds are occurrences
+    facts = w1.facts() + w2.facts() + _thread_facts(kernel, w1) + _block_facts(kernel, w1, occ) + \
+        _block_facts(kernel, w2, occ)
+    same_trips = [lp for lp in loops if not _loop_vars(lp, kernel)]  # (the others' bounds: compared below)
+    facts += [w1.trips(lp, {}) == w2.trips(lp, {}) for lp in same_trips]
+    # (the stop of such a loop matters through its trip count alone)
+    skip = {id(lp.node) for lp in same_trips}
+    goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(kernel, occ, w1, w2)
+             if o.stop_of is None or id(o.stop_of) not in skip]
     return bool(_unsat(facts, Z.And(*goals)))
+
+
+def check_size_steps(kernel) -> tuple[bool, str]:
+    """Lemma E for every size whose admissible values are spaced evenly (the others are left to the
+    runs), with the block ids quantified: (False, why) where a size step that keeps every trip count
+    of the block changes its protocol (a threshold on the sizes that runs of small sizes miss)."""
+    UNDECIDED[0] = False
+    with _IntMode():
+        try:
+            occ, loops = occurrences(kernel)
+            for z in kernel.sizes:
+                q = _step_of(kernel, z)
+                if q is not None and not _invisible(kernel, occ, loops, z, q) and not UNDECIDED[0]:
+                    return False, f"a step of '{z}' that leaves every trip count changes the protocol"
+        except Unsupported:
+            pass  # (the periodicity check reports it)
+    return True, ""
 
 
 def _pump(kernel, occ, loops, lp: Loop, z: str, q: int, L: int, base: dict, periodic: tuple) -> Pump | None:
     consts = dict(kernel.consts)
     # the growth of z that adds L iterations: candidates read off concrete values, then proved for all
     sizes = dict(base)
-    n0 = _trip_value(lp, sizes, consts)
+    n0 = trip_value(lp, sizes, consts)
     w1 = World(kernel, "s1")
     facts = w1.facts() + _thread_facts(kernel, w1)
     n1 = w1.trips(lp, {})
     delta = None
     for c in range(1, 1 << 14):
         sizes[z] = base[z] + c * q
-        n = _trip_value(lp, sizes, consts)
+        n = trip_value(lp, sizes, consts)
         if n - n0 > L:
             break
         if n - n0 < L:
@@ -661,7 +693,7 @@ def _values_by_trips(kernel, p: Pump, base: dict, consts: dict):
         return None
     while True:
         sizes = {**base, p.size: v}
-        n = _trip_value(p.loop, sizes, consts)
+        n = trip_value(p.loop, sizes, consts)
         if n >= want:
             break
         out.setdefault(n, v)

@@ -99,7 +99,7 @@ def test_lemmas_of_the_plan_hold_for_the_gemm():
     assert (p.size, p.quantum, p.delta, p.L) == ("K", 8, 512, 8)  # requires K % 8 == 0
     assert p.B >= 3  # the last STAGES - 1 iterations refill nothing
     # one size vector per trip count, in the order the trip counts grow
-    trips = [PP._trip_value(p.loop, c, dict(k.consts)) for c in pl.combos]
+    trips = [PP.trip_value(p.loop, c, dict(k.consts)) for c in pl.combos]
     assert trips == list(range(1, p.trips_run))
     assert all(c["M"] == 64 and c["N"] == 64 for c in pl.combos)  # M and N change nothing
 
@@ -158,3 +158,16 @@ def test_occurrences_substitute_lets_and_refuse_a_let_assigned_again():
                                    "        nk = kt + STAGES - 1\n        nk = kt + STAGES - 1\n")
     with pytest.raises(PP.Unsupported):
         PP.occurrences(compile_source(src, "twice.arg"))
+
+
+def test_a_size_threshold_in_a_persistent_kernel_is_caught_by_the_size_steps():
+    # the block's trip counts stay as they are from K = 4088 to 4096, its protocol does not: a step
+    # lemma (block ids quantified) that runs of small sizes could not replace
+    src = PERSISTENT.read_text()
+    assert "                if nk < KT:\n" in src
+    k = compile_source(src.replace("                if nk < KT:\n", "                if nk < KT and K < 4096:\n"),
+                       "persistent_threshold.arg")
+    ok, why = PP.check_size_steps(k)
+    assert not ok and why == "a step of 'K' that leaves every trip count changes the protocol"
+    # the kernel as written: M, N and K steps that keep every block's tile and k loop counts change nothing
+    assert PP.check_size_steps(compile_file(str(PERSISTENT))) == (True, "")
