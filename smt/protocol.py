@@ -970,6 +970,7 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
                 combos += [{**base, name: v} for v in vals]
         combos += _persistent_combos(kernel, qmax, base, control)
     tag_state = {"stored": False, "unknown": False}
+    clean: list = []  # the size combinations whose first block ran to its end
     first = _first_spans(kernel)
     once_checked = False
     once_scope = ""
@@ -998,6 +999,8 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
                 else:
                     sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
                 sk.bulk_exit()
+                if block == (0, 0, 0):
+                    clean.append(sizes)  # the protocol ran to its end without a finding
             except Violation as v:
                 found.setdefault(v.obligation, v)
                 complete = False
@@ -1037,7 +1040,7 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
         if not periodic[0]:
             pump = {}
         elif role_skeleton is None:
-            pumped, pump = _pump_runs(kernel, base, found, periodic[2])
+            pumped, pump = _pump_runs(kernel, base, found, periodic[2], clean)
             if pump.get("refuted"):  # a threshold in the sizes the bounded runs need not reach
                 periodic = (False, pump["reason"] + ": the runs of bounded sizes are no evidence for the rest",
                             {})
@@ -1129,9 +1132,12 @@ def mark_bounded(results: list, runs: int, trip_bound: int, covered: list, kerne
             r.detail["reason"] = why
 
 
-def _pump_runs(kernel, base: dict, found: dict, periodic: dict) -> tuple[str | None, dict]:
+def _pump_runs(kernel, base: dict, found: dict, periodic: dict, clean: list) -> tuple[str | None, dict]:
     """The runs of the pumping argument (smt/protocol_pump.py) for a kernel whose warpgroups run in
-    lockstep: (the scope of a proof for all sizes, its detail), or (None, {"reason": why not})."""
+    lockstep: (the scope of a proof for all sizes, its detail), or (None, {"reason": why not}).
+    `clean`: size combinations the bounded runs took to the end without a finding; a pump run whose
+    trip counts one of them has, and that records no state, is not repeated (lemma E: the same trip
+    counts, the same protocol)."""
     from argus_verify.smt.protocol_pump import plan, trip_value
 
     pl, why, refuted = plan(kernel, base, periodic)
@@ -1141,11 +1147,21 @@ def _pump_runs(kernel, base: dict, found: dict, periodic: dict) -> tuple[str | N
     single = len(pl.pumps) == 1
     heads: dict = {}
     runs = 0
+    consts = dict(kernel.consts)
+    done = set()
+    for c in clean:
+        try:
+            done.add(tuple(trip_value(p.loop, c, consts) for p in pl.pumps))
+        except (KeyError, ZeroDivisionError):
+            pass
     for sizes, checks in zip(pl.combos, pl.fixpoints, strict=True):
         try:
             grid = tuple(max(1, int(ir.eval_int(g, sizes))) for g in kernel.grid) + (1, 1)
         except (KeyError, ZeroDivisionError):
             return None, {"reason": f"no grid for {sizes}"}
+        if not checks and tuple(trip_value(p.loop, sizes, consts) for p in pl.pumps) in done:
+            runs += 1
+            continue
         sk = Skeleton(kernel, sizes, (0, 0, 0), grid[:3])
         sk.gemm = None  # the protocol alone (the tags are followed on the other runs)
         sk.pump_checks = checks
@@ -1162,7 +1178,7 @@ def _pump_runs(kernel, base: dict, found: dict, periodic: dict) -> tuple[str | N
             seen.setdefault(key, []).extend(execs)
         if single:  # the combinations come in the order of the trip count: stop once a head is settled
             (p,) = pl.pumps
-            upto = trip_value(p.loop, sizes, dict(kernel.consts))
+            upto = trip_value(p.loop, sizes, consts)
             head = _pump_head(kernel, p, seen.get(id(p.loop.node), []), upto)
             if head is not None:
                 heads[id(p.loop.node)] = (head, upto)
