@@ -230,6 +230,11 @@ HOPPER_SOURCES = {
     barrier()
 """ + TMA_STORE, ("uninitialised-read", "bulk-group"), "uninitialised-read",
         "relies on async-proxy-fence and bulk-group — not established: bulk-group is violated"),
+    # the wait's parity flips from k tile 40 on: runs of up to 10 trips never reach it, and the loop does
+    # not repeat within them (smt/protocol_pump.py); with K = 2688 it is violated (tests/test_protocol_pump.py)
+    "protocol_beyond_the_runs": ((ROOT / "specs" / "hopper" / "gemm_bf16_wgmma.arg").read_text().replace(
+        "(kt // STAGES) % 2)", "(kt // STAGES + kt // 40) % 2)"), ("mbarrier-phase",), "mbarrier-phase",
+        "not established beyond the sizes run: the loop at line 42 does not repeat with period 8"),
     # coverage through a wgmma needs each operand's k window, a fact of tag-assertion's proofs: not run here
     "wgmma_k_window_not_proved": (ROOT / "specs" / "hopper" / "gemm_bf16_wgmma.arg", ("reduction-coverage",),
                                   "reduction-coverage", "the k window of the wgmma's a operand (sA) is not proved"),
