@@ -54,9 +54,9 @@ def test_solver_proofs_through_the_protocol_are_no_longer_bounded():
     # the consumer's parity flips from iteration 40 on: it waits on the wrong phase (a hang)
     ("mbarrier_wait(full[kt % STAGES], (kt // STAGES) % 2)",
      "mbarrier_wait(full[kt % STAGES], (kt // STAGES + kt // 40) % 2)", {"K": 2688}, "mbarrier-phase"),
-    # expect_tx over-counts for k tile 20 only: that phase never completes
+    # expect_tx over-counts at k step 40 only: that phase never completes
     ("mbarrier_expect_tx(full[nk % STAGES], STAGE_BYTES)",
-     "mbarrier_expect_tx(full[nk % STAGES], STAGE_BYTES + 16 * (nk == 20))", {"K": 2048}, "mbarrier-tx"),
+     "mbarrier_expect_tx(full[nk % STAGES], STAGE_BYTES + 16 * (kt == 40))", {"K": 2816}, "mbarrier-tx"),
 ])
 def test_a_bug_beyond_the_runs_trip_counts_is_not_proved(old, new, shape, expect):
     k = _mutant(old, new)
