@@ -335,11 +335,12 @@ class Skeleton(BulkSteps):
                 if np.ndim(self.ev(s.value, env)) or s.name in env else self.ev(s.value, env)
         elif isinstance(s, ir.For):
             lo, hi = self.uni(s.start, env, active), self.uni(s.stop, env, active)
-            self.trips.append((s.span.line if s.span else 0, max(0, -(-(hi - lo) // s.step))))
+            trips = max(0, -(-(hi - lo) // s.step))
+            self.trips.append((s.span.line if s.span else 0, trips))
             check = self.pump_checks.get(id(s))
             for i in range(lo, hi, s.step):
                 if check is not None:
-                    self.pump_fixpoint(s, (i - lo) // s.step, -(-(hi - lo) // s.step), *check)
+                    self.pump_fixpoint(s, (i - lo) // s.step, trips, *check)
                 env[s.var] = i
                 self.loop[s.var] = i
                 self.run(s.body, env, active)
@@ -1031,15 +1032,14 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
             once_checked = bool(written)
             once_scope = ", ".join(f"{k}={v}" for k, v in sizes.items()) + f", all {len(blocks)} blocks"
         runs += 1
-    periodic = None
-    pumped, pump = None, {"reason": "warpgroup roles run as coroutines: the pumping argument is for lockstep kernels"}
+    periodic, pumped, pump = None, None, {}
     if not shapes:
         from argus_verify.smt.protocol_pump import check_periodic
 
         periodic = check_periodic(kernel, trip_bound)
-        if not periodic[0]:
-            pump = {}
-        elif role_skeleton is None:
+        if periodic[0] and role_skeleton is not None:
+            pump = {"reason": "warpgroup roles run as coroutines: the pumping argument is for lockstep kernels"}
+        elif periodic[0]:
             pumped, pump = _pump_runs(kernel, base, found, periodic[2], clean)
             if pump.get("refuted"):  # a threshold in the sizes the bounded runs need not reach
                 periodic = (False, pump["reason"] + ": the runs of bounded sizes are no evidence for the rest",
@@ -1190,7 +1190,7 @@ def _pump_runs(kernel, base: dict, found: dict, periodic: dict, clean: list) -> 
                 return None, {"reason": f"the protocol state of the loop at line {p.loop.line} is not the same "
                                         f"after {p.L} iterations, from any iteration up to {max(p.heads)}"}
             heads[id(p.loop.node)] = (head, p.trips_run - 1)
-    first = {id(p.loop.node): min(trip_value(p.loop, c, dict(kernel.consts)) for c in pl.combos) for p in pl.pumps}
+    first = {id(p.loop.node): min(trip_value(p.loop, c, consts) for c in pl.combos) for p in pl.pumps}
     loops = [{"line": p.loop.line, "size": p.size, "period": p.L, "head": heads[id(p.loop.node)][0], "tail": p.B,
               "growth": p.delta, "trip_counts_run": [first[id(p.loop.node)], heads[id(p.loop.node)][1]]}
              for p in pl.pumps]

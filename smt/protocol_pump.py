@@ -35,6 +35,7 @@ cannot translate) makes the argument unavailable, never a proof.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 
 import attrs
@@ -79,7 +80,7 @@ class Unsupported(Exception):
 # -- collecting the occurrences ---------------------------------------------------------------------
 
 
-def _subst(e, scope: dict, loopvars: set):
+def _subst(e, scope: dict):
     if isinstance(e, ir.IVar):
         if e.name in scope:
             return scope[e.name]
@@ -87,11 +88,11 @@ def _subst(e, scope: dict, loopvars: set):
     if isinstance(e, (ir.IConst, ir.ISpecial)):
         return e
     if isinstance(e, ir.IBin):
-        return ir.IBin(e.op, _subst(e.a, scope, loopvars), _subst(e.b, scope, loopvars))
+        return ir.IBin(e.op, _subst(e.a, scope), _subst(e.b, scope))
     if isinstance(e, ir.IUn):
-        return ir.IUn(e.op, _subst(e.a, scope, loopvars))
+        return ir.IUn(e.op, _subst(e.a, scope))
     if isinstance(e, ir.ISelect):
-        return ir.ISelect(_subst(e.cond, scope, loopvars), _subst(e.a, scope, loopvars), _subst(e.b, scope, loopvars))
+        return ir.ISelect(_subst(e.cond, scope), _subst(e.a, scope), _subst(e.b, scope))
     raise Unsupported(f"the expression {type(e).__name__} at line {_line(e)}")
 
 
@@ -149,9 +150,9 @@ def occurrences(kernel: ir.Kernel) -> tuple[list, list]:
             if isinstance(s, ir.Let):
                 if s.name in scope:  # (the same name in sibling branches is two lets, each in its scope)
                     raise Unsupported(f"'{s.name}' is assigned again where it is visible (line {_line(s)})")
-                scope[s.name] = _subst(s.value, scope, set())
+                scope[s.name] = _subst(s.value, scope)
             elif isinstance(s, ir.For):
-                lp = Loop(s, _subst(s.start, scope, set()), _subst(s.stop, scope, set()), tuple(stack))
+                lp = Loop(s, _subst(s.start, scope), _subst(s.stop, scope), tuple(stack))
                 loops.append(lp)
                 occ.append(Occurrence(lp.start, "exact", tuple(stack), lp.line))
                 occ.append(Occurrence(lp.stop, "exact", tuple(stack), lp.line, s))
@@ -159,19 +160,15 @@ def occurrences(kernel: ir.Kernel) -> tuple[list, list]:
                 inner.pop(s.var, None)
                 walk(s.body, inner, stack + [lp])
             elif isinstance(s, ir.If):
-                occ.append(Occurrence(_subst(s.cond, scope, set()), "truth", tuple(stack), _line(s)))
+                occ.append(Occurrence(_subst(s.cond, scope), "truth", tuple(stack), _line(s)))
                 walk(s.then, scope, stack)
                 walk(s.orelse, scope, stack)
             else:
                 for e, kind in _stmt_exprs(s):
-                    occ.append(Occurrence(_subst(e, scope, set()), kind, tuple(stack), _line(s)))
+                    occ.append(Occurrence(_subst(e, scope), kind, tuple(stack), _line(s)))
 
     walk(kernel.body, {}, [])
     return occ, loops
-
-
-def _mentions(e, pred) -> bool:
-    return any(pred(x) for x in ir.walk_iexpr(e))
 
 
 def _specials(e) -> set:
@@ -189,7 +186,7 @@ class World:
     """One assignment of the sizes (and of each loop's iteration index) as Z3 integers."""
 
     def __init__(self, kernel, tag: str, shared: dict | None = None):
-        self.k, self.tag = kernel, tag
+        self.k = kernel
         self.sizes = {n: z3.Int(f"{n}@{tag}") for n in kernel.sizes}
         self.vars = dict(shared or {})  # names fixed across worlds (thread, block ids)
         self.consts = dict(kernel.consts)
@@ -319,9 +316,8 @@ def period_of(kernel) -> int:
 
 
 def _is_constant(lp: Loop, kernel) -> bool:
-    return not any(_sizes_in(e, kernel) or _specials(e) or _mentions(e, lambda x: isinstance(x, ir.IVar) and
-                                                                        x.name not in kernel.sizes)
-                   for e in (lp.start, lp.stop))
+    """Whether a loop's bounds name no size, special or enclosing loop variable."""
+    return not any(_sizes_in(e, kernel) or _specials(e) for e in (lp.start, lp.stop)) and not _loop_vars(lp, kernel)
 
 
 def _periodic_checker(kernel, occ, lp: Loop, L: int):
@@ -420,7 +416,6 @@ class Plan:
     pumps: tuple
     combos: tuple  # size vectors to run; the trip counts each pumped loop gets in them
     fixpoints: tuple  # per combo: {id(For): (first, last)}: the iterations whose states are recorded
-    L: int
 
 
 def trip_value(lp: Loop, sizes: dict, consts: dict) -> int:
@@ -492,7 +487,7 @@ def _plan(kernel, base, periodic):
     if total > MAX_BASE_RUNS:
         return None, f"the pumping argument would need {total} runs (at most {MAX_BASE_RUNS})", False
     combos, fixpoints = [], []
-    for pick in _product(per):
+    for pick in itertools.product(*per):  # (one empty pick where nothing is pumped)
         sizes = dict(base)
         fp = {}
         for p, (value, trips) in zip(pumps, pick, strict=True):
@@ -501,7 +496,7 @@ def _plan(kernel, base, periodic):
                 fp[id(p.loop.node)] = (min(p.heads), max(p.heads) + p.L)
         combos.append(sizes)
         fixpoints.append(fp)
-    return Plan(tuple(pumps), tuple(combos), tuple(fixpoints), L), "", False
+    return Plan(tuple(pumps), tuple(combos), tuple(fixpoints)), "", False
 
 
 def _loop_vars(lp: Loop, kernel) -> set:
@@ -509,15 +504,6 @@ def _loop_vars(lp: Loop, kernel) -> set:
     consts = dict(kernel.consts)
     return {x.name for e in (lp.start, lp.stop) for x in ir.walk_iexpr(e)
             if isinstance(x, ir.IVar) and x.name not in kernel.sizes and x.name not in consts}
-
-
-def _product(per):
-    if not per:
-        yield ()
-        return
-    import itertools
-
-    yield from itertools.product(*per)
 
 
 def _step_of(kernel, z: str) -> int | None:
@@ -553,16 +539,16 @@ def _shifted(kernel, w: World, z: str, delta, tag: str) -> World:
     return x
 
 
-def _occurrence_pairs(kernel, occ, w1: World, w2: World, remap=None):
+def _occurrence_pairs(occ, w1: World, w2: World, remap=None):
     """For every occurrence: (facts that its loop indices are valid in both worlds, value in w1,
     value in w2). `remap(o, index2) -> index1` maps w2's loop indices to w1's (default: the same)."""
     out = []
     for n, o in enumerate(occ):
         i2 = {id(x.node): z3.Int(f"j{k}.{n}") for k, x in enumerate(o.loops)}
-        i1, extra = remap(o, i2) if remap else (dict(i2), [])
+        i1 = remap(o, i2) if remap else dict(i2)
         env1, f1 = w1.env_for(o.loops, i1)
         env2, f2 = w2.env_for(o.loops, i2)
-        out.append((f1 + f2 + extra, o, w1.expr(o.expr, env1), w2.expr(o.expr, env2)))
+        out.append((f1 + f2, o, w1.expr(o.expr, env1), w2.expr(o.expr, env2)))
     return out
 
 
@@ -576,7 +562,7 @@ def _invisible(kernel, occ, loops, z: str, q: int) -> bool:
     facts += [w1.trips(lp, {}) == w2.trips(lp, {}) for lp in same_trips]
     # (the stop of such a loop matters through its trip count alone)
     skip = {id(lp.node) for lp in same_trips}
-    goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(kernel, occ, w1, w2)
+    goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(occ, w1, w2)
              if o.stop_of is None or id(o.stop_of) not in skip]
     return bool(_unsat(facts, Z.And(*goals)))
 
@@ -660,10 +646,10 @@ def _lemma_checker(kernel, occ, lp: Loop, z: str, delta: int, L: int, w1: World,
         if any(x.node is lp.node for x in o.loops):
             j2 = i2[key]
             i1[key] = Z.Ite(j2 < head + L, j2, j2 - L)
-        return i1, []
+        return i1
 
     # (lp's stop differs: its trip count grows by L, which `_pump` proved)
-    goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(kernel, occ, w1, w2, remap)
+    goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(occ, w1, w2, remap)
              if o.stop_of is not lp.node]
     dup = z3.Solver()
     dup.set("timeout", TIMEOUT_MS)
@@ -682,7 +668,7 @@ def _lemma_checker(kernel, occ, lp: Loop, z: str, delta: int, L: int, w1: World,
 
 
 def _values_by_trips(kernel, p: Pump, base: dict, consts: dict):
-    """[(value of p.size, trip count)] with one admissible value per trip count below first_base + L
+    """[(value of p.size, trip count)] with one admissible value per trip count below p.trips_run
     (every reachable one: the trip count does not decrease as the size grows by its quantum)."""
     from argus_verify.smt.protocol import _admissible
 
@@ -710,7 +696,7 @@ STATE = ("bars", "tmas", "phase_tx", "inflight_reads", "open", "groups", "pendin
          "published", "retired_unpublished", "releases_open", "releases_done", "bulk")
 CONSTANT = ("k", "T", "sizes", "tids", "allocs", "names", "gemm", "block", "grid", "pump_checks")
 MESSAGES_OR_DATA = ("trips", "loop", "tag", "acc_rec", "writes", "stored", "tag_unknown", "active",
-                    "pump_seen", "pump_failed")
+                    "pump_seen")
 # keys of the records in flight that only name where something happened (messages) or carry data
 _DROP = frozenset({"loop", "wait_loop", "tags", "phase", "off"})
 
@@ -754,7 +740,7 @@ def _digest(x, h) -> None:
 
 def fingerprint(sk) -> bytes:
     """Everything the skeleton's protocol rules read later, as a digest (SHA-256 of its canonical form)."""
-    # (renamed: "phase" in the records in flight is a message, dropped by _canon)
+    # (renamed: "phase" in the records in flight is a message, which _digest leaves out)
     bars = {name: {("parity" if k == "phase" else k): (v % 2 if k == "phase" else v) for k, v in b.items()}
             for name, b in sk.bars.items()}
     phase_tx = {k: (v["exp"], v["issued"], v["landed"], tuple(s for s, _ in v["spans"]))
