@@ -33,7 +33,7 @@ FALLBACK_BITS = 32
 WIDTH = 64
 
 MODE = "int"  # "int" | "bv"
-STATS = {"bitops": 0, "nonpow2": 0}
+STATS = {"bitops": 0, "nonpow2": 0, "symdiv": 0}  # symdiv: divisions by a non-constant
 _SINK: list | None = None  # bv mode: definitions of constant-division quotients
 _DIVS: dict = {}
 _count = [0]
@@ -52,6 +52,7 @@ def begin_query() -> list:
     _DIVS.clear()
     STATS["bitops"] = 0
     STATS["nonpow2"] = 0
+    STATS["symdiv"] = 0
     _SINK = []
     return _SINK
 
@@ -426,6 +427,7 @@ def floordiv(a, b):
                 set_range(r, rg[0] // cb, rg[1] // cb)
             return r
         return (-_t(a)) / (-cb)
+    STATS["symdiv"] += 1
     a, b = _t(a), _t(b)
     if MODE == "bv":
         q = a / b  # truncating; adjust toward -inf
