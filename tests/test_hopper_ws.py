@@ -50,7 +50,10 @@ def test_ws_gemm_is_correct_with_either_side_ahead():
 
 
 def test_ws_protocol_and_tags_are_proved():
-    rep = smt.verify(compile_file(str(WS), SMALL), checks=(*PROTOCOL, *TAGS)).results
+    # (the tag obligations other than output-once end unknown on this kernel whatever the limit: the
+    # rings run across tiles, issue 10's open gap; a 2 s limit per query instead of 10 s takes this
+    # test from 72 s to 20 s, and a violation, which this test refuses, needs a confirmed model either way)
+    rep = smt.verify(compile_file(str(WS), SMALL), checks=(*PROTOCOL, *TAGS), timeout_s=2.0).results
     assert {r.obligation for r in rep} == (set(PROTOCOL) - {"bulk-group"}) | set(TAGS)  # (no TMA store)
     # the protocol is proved; the tag obligations are the solver's since the tags merge, and on the
     # roles' persistent tile order it ends unknown (time limit, k windows), never violated
