@@ -1043,7 +1043,7 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
             pumped, pump = _pump_runs(kernel, base, found, periodic[2], clean)
             if pump.get("refuted"):  # a threshold in the sizes the bounded runs need not reach
                 periodic = (False, pump["reason"] + ": the runs of bounded sizes are no evidence for the rest",
-                            {})
+                            None)
     trips = sorted({t for sig in seen for _, t in sig})
     covered = [t for t in range(0, trip_bound + 1) if t in trips]
     scope = (f"checked on {runs} size combinations (loop trip counts {covered[0] if covered else 0}.."
@@ -1132,7 +1132,7 @@ def mark_bounded(results: list, runs: int, trip_bound: int, covered: list, kerne
             r.detail["reason"] = why
 
 
-def _pump_runs(kernel, base: dict, found: dict, periodic: dict, clean: list) -> tuple[str | None, dict]:
+def _pump_runs(kernel, base: dict, found: dict, periodic, clean: list) -> tuple[str | None, dict]:
     """The runs of the pumping argument (smt/protocol_pump.py) for a kernel whose warpgroups run in
     lockstep: (the scope of a proof for all sizes, its detail), or (None, {"reason": why not}).
     `clean`: size combinations the bounded runs took to the end without a finding; a pump run whose

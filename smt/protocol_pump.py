@@ -47,7 +47,6 @@ from argus_verify.diagnostics import Span
 from argus_verify.smt import zops as Z
 
 TIMEOUT_MS = 4000
-UNDECIDED = [False]  # a query of the current plan the solver did not settle (then no lemma is refuted)
 MAX_BASE_RUNS = 240  # the pumping argument's runs (a product over the pumped loops) beyond which it is not tried
 QUANTA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -264,9 +263,12 @@ def _unsat(facts: list, goal) -> bool | None:
     s.set("timeout", TIMEOUT_MS)
     s.add(*facts)
     s.add(z3.Not(goal) if not isinstance(goal, bool) else z3.BoolVal(not goal))
-    r = s.check()
-    if r == z3.unknown:
-        UNDECIDED[0] = True
+    return _verdict(s.check())
+
+
+def _verdict(r) -> bool | None:
+    """A lemma's verdict from the check of its negation (the lemmas' three values: a refuted lemma
+    makes bounded results unknown, an undecided one makes the pumping argument unavailable)."""
     return True if r == z3.unsat else False if r == z3.sat else None
 
 
@@ -346,26 +348,32 @@ def _periodic_checker(kernel, occ, lp: Loop, L: int):
     s.add(*w.facts(), *_thread_facts(kernel, w), *_block_facts(kernel, w, occ))
     s.add(z3.Not(Z.And(*goals)))
 
-    def holds(A: int, B: int) -> bool:
-        r = s.check(head == A, tail == B)
-        if r == z3.unknown:
-            UNDECIDED[0] = True
-        return r == z3.unsat
+    def holds(A: int, B: int) -> bool | None:
+        return _verdict(s.check(head == A, tail == B))
 
     return holds
 
 
-def check_periodic(kernel, trip_bound: int) -> tuple[bool, str, dict]:
-    """(True, "", {id(For): (A, B)}) when every loop with a varying trip count is periodic outside a
-    head of A and a tail of B iterations that the enumerated trip counts reach, and no size step that
-    keeps the trip counts changes the protocol (`check_size_steps`); else (False, why, {})."""
+@attrs.frozen
+class Periodic:
+    """What `check_periodic` established, which `plan` builds on (not computed twice)."""
+
+    heads: dict  # id(For) -> (A, B): the loop repeats outside its first A and last B iterations
+    steps: dict  # size -> (its step q, lemma E's verdict for it) (`_size_steps`)
+    occ: list = attrs.field(eq=False, repr=False)  # the occurrences and loops (`occurrences`)
+    loops: list = attrs.field(eq=False, repr=False)
+
+
+def check_periodic(kernel, trip_bound: int) -> tuple[bool, str, Periodic | None]:
+    """(True, "", Periodic) when every loop with a varying trip count is periodic outside a head of A
+    and a tail of B iterations that the enumerated trip counts reach, and no size step that keeps the
+    trip counts changes the protocol (lemma E, `_size_steps`); else (False, why, None)."""
     heads: dict = {}
-    UNDECIDED[0] = False
     with _IntMode():
         try:
             occ, loops = occurrences(kernel)
         except Unsupported as e:
-            return False, f"the protocol's integers are beyond the periodicity check ({e})", {}
+            return False, f"the protocol's integers are beyond the periodicity check ({e})", None
         L = period_of(kernel)
         for lp in loops:
             if _is_constant(lp, kernel):
@@ -373,21 +381,31 @@ def check_periodic(kernel, trip_bound: int) -> tuple[bool, str, dict]:
             try:
                 holds = _periodic_checker(kernel, occ, lp, L)
             except Unsupported as e:
-                return False, f"the protocol's integers are beyond the periodicity check ({e})", {}
-            ok = next(((A, total - A) for total in range(0, trip_bound + 1) for A in range(0, total + 1)
-                       if holds(A, total - A)), None)
-            if not ok:
-                if UNDECIDED[0]:
+                return False, f"the protocol's integers are beyond the periodicity check ({e})", None
+            undecided = False
+            for total in range(0, trip_bound + 1):
+                verdicts = ((A, holds(A, total - A)) for A in range(0, total + 1))
+                found = None
+                for A, v in verdicts:
+                    undecided |= v is None
+                    if v:
+                        found = (A, total - A)
+                        break
+                if found:
+                    heads[id(lp.node)] = found
+                    break
+            else:
+                if undecided:
                     return False, (f"the solver did not decide whether the loop at line {lp.line} repeats with "
-                                   f"period {L} outside its first and last {trip_bound} iterations"), {}
+                                   f"period {L} outside its first and last {trip_bound} iterations"), None
                 return False, (f"the loop at line {lp.line} does not repeat with period {L} outside its first and "
                                f"last {trip_bound} iterations (the protocol depends on the iteration in a way the "
-                               f"runs up to {trip_bound} trips do not show)"), {}
-            heads[id(lp.node)] = ok
-    steps, why = check_size_steps(kernel)
-    if not steps:
-        return False, why + ": the runs of bounded sizes are no evidence for the rest", {}
-    return True, "", heads
+                               f"runs up to {trip_bound} trips do not show)"), None
+        steps = _size_steps(kernel, occ, loops)
+    why = _refuted_step(steps)
+    if why:
+        return False, why + ": the runs of bounded sizes are no evidence for the rest", None
+    return True, "", Periodic(heads, steps, occ, loops)
 
 
 # -- the pumping argument ---------------------------------------------------------------------------
@@ -424,11 +442,11 @@ def trip_value(lp: Loop, sizes: dict, consts: dict) -> int:
     return max(0, -(-(hi - lo) // lp.node.step))
 
 
-def plan(kernel: ir.Kernel, base: dict, periodic: dict) -> tuple[Plan | None, str, bool]:
+def plan(kernel: ir.Kernel, base: dict, periodic: Periodic) -> tuple[Plan | None, str, bool]:
     """(the pumping argument's runs for `kernel`, "", False), or (None, why it does not apply, whether
-    a lemma was refuted: a size step that keeps the trip counts, or a longer loop, changes the
-    protocol, which bounded runs do not show). `periodic`: each varying loop's head and tail from
-    `check_periodic` (where lemma P is looked for)."""
+    a lemma was refuted: a longer loop changes the protocol, which bounded runs do not show).
+    `periodic`: what `check_periodic` established (each varying loop's head and tail, where lemma P
+    is looked for; each size's step and lemma E)."""
     with _IntMode():
         try:
             return _plan(kernel, base, periodic)
@@ -438,8 +456,8 @@ def plan(kernel: ir.Kernel, base: dict, periodic: dict) -> tuple[Plan | None, st
             return None, f"the pumping argument could not evaluate a trip count ({e})", False
 
 
-def _plan(kernel, base, periodic):
-    occ, loops = occurrences(kernel)
+def _plan(kernel, base, periodic: Periodic):
+    occ, loops = periodic.occ, periodic.loops
     consts = dict(kernel.consts)
     blocky = sorted({w for o in occ for w in _specials(o.expr)} - set(ir.PER_THREAD_SPECIALS))
     if blocky:
@@ -457,21 +475,17 @@ def _plan(kernel, base, periodic):
         owner[z] = lp
     quanta = {}
     for z in kernel.sizes:
-        q = _quantum(kernel, z, base)
-        if q is None:
+        q, invisible = periodic.steps[z]
+        if q is None or not _in_one_class(kernel, z, q, base):
             return None, f"the admissible values of '{z}' are not one arithmetic progression", False
         quanta[z] = q
-        UNDECIDED[0] = False
-        if not _invisible(kernel, occ, loops, z, q):
-            if UNDECIDED[0]:
-                return None, f"the solver did not decide whether a step of '{z}' changes the protocol", False
-            return None, f"a step of '{z}' that leaves every trip count changes the protocol", True
+        if not invisible:  # (undecided: a refuted step fails check_periodic, before any plan)
+            return None, f"the solver did not decide whether a step of '{z}' changes the protocol", False
     pumps = []
     for z, lp in owner.items():
-        UNDECIDED[0] = False
-        p = _pump(kernel, occ, loops, lp, z, quanta[z], L, base, periodic.get(id(lp.node), (0, 0)))
+        p, undecided = _pump(kernel, occ, loops, lp, z, quanta[z], L, base, periodic.heads.get(id(lp.node), (0, 0)))
         if p is None:
-            if UNDECIDED[0]:
+            if undecided:
                 return None, f"the solver did not decide whether the loop at line {lp.line} repeats as '{z}' grows", \
                     False
             return None, f"the loop at line {lp.line} does not repeat with period {L} as '{z}' grows", True
@@ -527,10 +541,13 @@ def _quantum(kernel, z: str, base: dict) -> int | None:
     """The spacing of z's admissible values: `_step_of`, with every admissible z in base[z]'s residue
     class modulo it (so that steps connect any two admissible size vectors, one size at a time)."""
     q = _step_of(kernel, z)
-    if q is None:
-        return None
+    return q if q is not None and _in_one_class(kernel, z, q, base) else None
+
+
+def _in_one_class(kernel, z: str, q: int, base: dict) -> bool:
+    """Every admissible z is congruent to base[z] modulo q."""
     v = World(kernel, "q")
-    return q if _unsat(v.facts(), Z.Eq(Z.mod(v.sizes[z], Z.bv(q)), Z.bv(base[z] % q))) else None
+    return bool(_unsat(v.facts(), Z.Eq(Z.mod(v.sizes[z], Z.bv(q)), Z.bv(base[z] % q))))
 
 
 def _shifted(kernel, w: World, z: str, delta, tag: str) -> World:
@@ -552,8 +569,8 @@ def _occurrence_pairs(occ, w1: World, w2: World, remap=None):
     return out
 
 
-def _invisible(kernel, occ, loops, z: str, q: int) -> bool:
-    """Lemma E: z -> z + q with every trip count unchanged changes no occurrence."""
+def _invisible(kernel, occ, loops, z: str, q: int) -> bool | None:
+    """Lemma E: z -> z + q with every trip count unchanged changes no occurrence (None: undecided)."""
     w1 = World(kernel, "e1")
     w2 = _shifted(kernel, w1, z, q, "e2")
     facts = w1.facts() + w2.facts() + _thread_facts(kernel, w1) + _block_facts(kernel, w1, occ) + \
@@ -564,27 +581,49 @@ def _invisible(kernel, occ, loops, z: str, q: int) -> bool:
     skip = {id(lp.node) for lp in same_trips}
     goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(occ, w1, w2)
              if o.stop_of is None or id(o.stop_of) not in skip]
-    return bool(_unsat(facts, Z.And(*goals)))
+    return _unsat(facts, Z.And(*goals))
+
+
+def _size_steps(kernel, occ, loops) -> dict:
+    """size -> (its step q or None, lemma E's verdict for the step, None where there is no step),
+    with the block ids quantified."""
+    out = {}
+    for z in kernel.sizes:
+        q = _step_of(kernel, z)
+        try:
+            out[z] = (q, None if q is None else _invisible(kernel, occ, loops, z, q))
+        except Unsupported:
+            out[z] = (q, None)  # an occurrence the lemma cannot translate: undecided
+    return out
+
+
+def _refuted_step(steps: dict) -> str:
+    """Why the bounded runs are no evidence, where lemma E is refuted for a size whose admissible values
+    are spaced evenly (a threshold on the sizes that runs of small sizes miss); "" where none is (an
+    undecided lemma, or a size without a step, is left to the runs)."""
+    for z, (_q, invisible) in steps.items():
+        if invisible is False:
+            return f"a step of '{z}' that leaves every trip count changes the protocol"
+    return ""
 
 
 def check_size_steps(kernel) -> tuple[bool, str]:
-    """Lemma E for every size whose admissible values are spaced evenly (the others are left to the
-    runs), with the block ids quantified: (False, why) where a size step that keeps every trip count
-    of the block changes its protocol (a threshold on the sizes that runs of small sizes miss)."""
-    UNDECIDED[0] = False
+    """Lemma E for every size on its own: (False, why) where a size step that keeps every trip count of
+    the block changes its protocol, else (True, "")."""
     with _IntMode():
         try:
             occ, loops = occurrences(kernel)
-            for z in kernel.sizes:
-                q = _step_of(kernel, z)
-                if q is not None and not _invisible(kernel, occ, loops, z, q) and not UNDECIDED[0]:
-                    return False, f"a step of '{z}' that leaves every trip count changes the protocol"
         except Unsupported:
-            pass  # (the periodicity check reports it)
-    return True, ""
+            return True, ""  # (the periodicity check reports it)
+        why = _refuted_step(_size_steps(kernel, occ, loops))
+    return not why, why
 
 
-def _pump(kernel, occ, loops, lp: Loop, z: str, q: int, L: int, base: dict, periodic: tuple) -> Pump | None:
+def _pump(kernel, occ, loops, lp: Loop, z: str, q: int, L: int, base: dict,
+          periodic: tuple) -> tuple[Pump | None, bool]:
+    """(lemmas P and shrinking for loop lp and size z, proved for a head and tail near `periodic`, or
+    None; whether a lemma was left undecided)."""
+    undecided = False
     consts = dict(kernel.consts)
     # the growth of z that adds L iterations: candidates read off concrete values, then proved for all
     sizes = dict(base)
@@ -601,28 +640,33 @@ def _pump(kernel, occ, loops, lp: Loop, z: str, q: int, L: int, base: dict, peri
         if n - n0 < L:
             continue
         w2 = _shifted(kernel, w1, z, c * q, "s2")
-        if _unsat(facts, Z.Implies(Z.And(*w2.facts()), w2.trips(lp, {}) == n1 + L)):
+        grows = _unsat(facts, Z.Implies(Z.And(*w2.facts()), w2.trips(lp, {}) == n1 + L))
+        undecided |= grows is None
+        if grows:
             delta = c * q
             break
     if delta is None:
-        return None
+        return None, undecided
     w2 = _shifted(kernel, w1, z, delta, "s2")
     mono = _shifted(kernel, w1, z, q, "m")
-    if not _unsat(facts + mono.facts(), mono.trips(lp, {}) >= n1):
-        return None
+    monotone = _unsat(facts + mono.facts(), mono.trips(lp, {}) >= n1)
+    if not monotone:
+        return None, monotone is None
     a0, b0 = periodic  # the duplication needs at least the periodic head and tail; a little more at most
     b0 = max(b0, 1)  # (the base runs then reach iteration A + L, where the fixed point is compared)
     lemmas = _lemma_checker(kernel, occ, lp, z, delta, L, w1, w2)
     for A, B in sorted(((a0 + i, b0 + j) for i in range(3) for j in range(3)), key=sum):
-        if lemmas(A, B):
+        verdict = lemmas(A, B)
+        undecided |= verdict is None
+        if verdict:
             # later heads are candidates too (proved once the runs show where the state settles)
-            return Pump(lp, z, delta, q, tuple(range(A, A + L + 1)), B, L, lemmas)
-    return None
+            return Pump(lp, z, delta, q, tuple(range(A, A + L + 1)), B, L, lemmas), False
+    return None, undecided
 
 
 def head_holds(kernel, p: Pump, head: int) -> bool:
     """Lemmas P and shrinking for head `head` of pump p (the first head is proved by `plan`)."""
-    return head == p.heads[0] or p.lemmas(head, p.B)
+    return head == p.heads[0] or bool(p.lemmas(head, p.B))
 
 
 def _lemma_checker(kernel, occ, lp: Loop, z: str, delta: int, L: int, w1: World, w2: World):
@@ -655,13 +699,11 @@ def _lemma_checker(kernel, occ, lp: Loop, z: str, delta: int, L: int, w1: World,
     dup.set("timeout", TIMEOUT_MS)
     dup.add(*base, *w2.facts(), n1 >= head + L + tail, z3.Not(Z.And(*goals)))
 
-    def holds(A: int, B: int) -> bool:
+    def holds(A: int, B: int) -> bool | None:
         for solver in (shrink, dup):
-            r = solver.check(head == A, tail == B)
-            if r == z3.unknown:
-                UNDECIDED[0] = True
-            if r != z3.unsat:
-                return False
+            verdict = _verdict(solver.check(head == A, tail == B))
+            if not verdict:
+                return verdict
         return True
 
     return holds

@@ -74,8 +74,10 @@ def test_a_size_threshold_in_the_protocol_is_not_proved():
     # from K = 4096 on the producer stops refilling (a hang): a step of K that keeps the trip count
     # (4088 -> 4096) changes the protocol, so the lemmas fail and the result cannot claim every size
     k = _mutant("            if nk < KT:\n", "            if nk < KT and K < 4096:\n")
-    pl, why, refuted = PP.plan(k, {"M": 64, "N": 64, "K": 64}, PP.check_periodic(k, 10)[2])
-    assert pl is None and refuted and why == "a step of 'K' that leaves every trip count changes the protocol"
+    ok, why, periodic = PP.check_periodic(k, 10)
+    assert not ok and periodic is None
+    assert why == "a step of 'K' that leaves every trip count changes the protocol: the runs of bounded sizes " \
+                  "are no evidence for the rest"
     assert _protocol(k, shapes={"M": 64, "N": 64, "K": 4096})["mbarrier-phase"].status == "violated"
     res = _protocol(k)
     assert not [n for n in RUNTIME if n in res and res[n].status == "proved"]
@@ -171,3 +173,11 @@ def test_a_size_threshold_in_a_persistent_kernel_is_caught_by_the_size_steps():
     assert not ok and why == "a step of 'K' that leaves every trip count changes the protocol"
     # the kernel as written: M, N and K steps that keep every block's tile and k loop counts change nothing
     assert PP.check_size_steps(compile_file(str(PERSISTENT))) == (True, "")
+
+
+def test_an_undecided_size_step_does_not_hide_a_refuted_one():
+    # each size's lemma E has its own verdict: an undecided query for one size (None) neither
+    # passes nor refutes another's
+    assert PP._refuted_step({"M": (1, None), "K": (8, False), "N": (1, True)}) == \
+        "a step of 'K' that leaves every trip count changes the protocol"
+    assert PP._refuted_step({"M": (1, None), "K": (None, None), "N": (1, True)}) == ""
