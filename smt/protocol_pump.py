@@ -521,20 +521,38 @@ def _loop_vars(lp: Loop, kernel) -> set:
 
 
 def _step_of(kernel, z: str) -> int | None:
-    """The smallest q such that z +- q is admissible whenever z is, whatever the other sizes."""
+    """The smallest q such that z +- q is admissible whenever z is, whatever the other sizes (the step
+    down where it stays at or above z's least admissible value: `requires K >= 256` keeps K's step)."""
     w = World(kernel, "q")
     v = w.sizes[z]
     facts = w.facts()
+    least = _least(kernel, z)
     for q in QUANTA:
         up_w = World(kernel, f"u{q}")
         up_w.sizes = {**w.sizes, z: v + q}
         down_w = World(kernel, f"d{q}")
         down_w.sizes = {**w.sizes, z: v - q}
         closed = Z.And(Z.Implies(v + q <= Z.MAX_SIZE, Z.And(*up_w.facts())),
-                       Z.Implies(v - q >= 1, Z.And(*down_w.facts())))
+                       Z.Implies(v - q >= least, Z.And(*down_w.facts())))
         if _unsat(facts, closed):
             return q
     return None
+
+
+def _least(kernel, z: str) -> int:
+    """The least value of z that `requires` admits for some sizes, proved a lower bound for all of
+    them (1 where the solver does not settle it: the step down is then checked from 1, as without a
+    bound)."""
+    w = World(kernel, "lb")
+    v = w.sizes[z]
+    opt = z3.Optimize()
+    opt.set("timeout", TIMEOUT_MS)
+    opt.add(*w.facts())
+    opt.minimize(v)
+    if opt.check() != z3.sat:
+        return 1
+    least = opt.model().eval(v, model_completion=True).as_long()
+    return least if least > 1 and _unsat(w.facts(), v >= least) else 1
 
 
 def _quantum(kernel, z: str, base: dict) -> int | None:
@@ -716,7 +734,8 @@ def _values_by_trips(kernel, p: Pump, base: dict, consts: dict):
 
     want = p.trips_run
     out: dict = {}
-    v = next((x for x in range(1, p.quantum + 1) if _admissible(kernel, {**base, p.size: x})), None)
+    least = _least(kernel, p.size)
+    v = next((x for x in range(least, least + p.quantum) if _admissible(kernel, {**base, p.size: x})), None)
     if v is None:
         return None
     while True:

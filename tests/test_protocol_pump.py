@@ -181,3 +181,25 @@ def test_an_undecided_size_step_does_not_hide_a_refuted_one():
     assert PP._refuted_step({"M": (1, None), "K": (8, False), "N": (1, True)}) == \
         "a step of 'K' that leaves every trip count changes the protocol"
     assert PP._refuted_step({"M": (1, None), "K": (None, None), "N": (1, True)}) == ""
+
+
+def test_a_lower_bound_on_a_size_keeps_the_pumping_argument():
+    # `requires K >= 256`: K's admissible values are still one progression of step 8 (from 256 on), so
+    # the protocol is proved for all sizes, not bounded; a bound by another size has no fixed step
+    k = _mutant("    requires K % 8 == 0\n", "    requires K % 8 == 0\n    requires K >= 256\n")
+    with PP._IntMode():
+        assert (PP._least(k, "K"), PP._step_of(k, "K")) == (256, 8)
+    res = _protocol(k)
+    for name in RUNTIME[:-1]:
+        assert res[name].status == "proved" and "for all sizes" in res[name].message, (name, res[name].message)
+        (loop,) = res[name].detail["pumped"]["loops"]
+        assert loop["trip_counts_run"][0] == 4  # K = 256: 4 k tiles, the fewest the kernel admits
+    relative = _mutant("    requires K % 8 == 0\n", "    requires K % 8 == 0\n    requires K >= N\n")
+    with PP._IntMode():
+        assert PP._step_of(relative, "K") is None
+    # the late parity flip of the tests above, under the bound: still not proved
+    late = compile_source(SPEC.read_text().replace("    requires K % 8 == 0\n",
+                                                   "    requires K % 8 == 0\n    requires K >= 256\n").replace(
+        "mbarrier_wait(full[kt % STAGES], (kt // STAGES) % 2)",
+        "mbarrier_wait(full[kt % STAGES], (kt // STAGES + kt // 40) % 2)"), "late.arg")
+    assert _protocol(late)["mbarrier-phase"].status in ("unknown", "violated")
