@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="solver processes (default: up to 2, one per core); 1 runs in this process")
     sp.add_argument("--replay", action="store_true",
                     help="re-run each witness in the interpreter and show the concrete wrong value")
+    sp.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                    help="a status line on stderr as the stages run (auto: when stderr is a terminal); "
+                         "stdout keeps the report alone")
     sp = cmd("compile", "lower to PTX for sm_90a (verified first)",
              "argus compile specs/vecadd.arg -o /tmp/vecadd.ptx --stats", shapes=False)
     sp.add_argument("-o", "--output", help="write the PTX here (default: stdout)")
@@ -290,6 +293,31 @@ def resolve_sizes(args, kernel, ref) -> dict[str, int]:
     return sizes
 
 
+class StatusLine:
+    """Progress of a long command on stderr: one line rewritten in place on a terminal, one line per
+    stage elsewhere (`--progress always` into a log); nothing with `never`, or `auto` off a terminal."""
+
+    def __init__(self, stream, mode: str, label: str):
+        tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.stream, self.label, self.tty = stream, label, tty
+        self.on = mode == "always" or (mode == "auto" and tty)
+        self.t0 = time.perf_counter()
+        self.shown = False
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        if not self.on:
+            return
+        line = f"{self.label}: [{done}/{total}] {what} ({time.perf_counter() - self.t0:.0f} s)"
+        self.stream.write("\r\x1b[K" + line if self.tty else line + "\n")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.on and self.tty and self.shown:
+            self.stream.write("\r\x1b[K")  # the report follows on a clean line
+            self.stream.flush()
+
+
 def default_jobs() -> int:
     """The CLI is single-threaded, so forking solver processes is safe; two use this machine's cores."""
     return max(1, min(2, os.cpu_count() or 1))
@@ -309,7 +337,12 @@ def verify_first(args, kernel, sizes=None) -> tuple[dict, int] | None:
     except (ImportError, AttributeError):
         print("argus: note: the verifier is not available in this build; not verified", file=sys.stderr)
         return None
-    report = verify(kernel, timeout_s=getattr(args, "timeout", 10.0), shapes=sizes, jobs=default_jobs())
+    status = StatusLine(sys.stderr, "auto", f"argus {args.command}: verifying {args.file}")
+    try:
+        report = verify(kernel, timeout_s=getattr(args, "timeout", 10.0), shapes=sizes, jobs=default_jobs(),
+                        progress=status)
+    finally:
+        status.close()
     args.source_report = report  # `compile --validate` compares the PTX audit with it
     if report.violations():
         broken = unreproduced(kernel, report, args.file)
@@ -490,7 +523,11 @@ def cmd_verify(args) -> int:
     given = parse_shape(args, k)
     check_requires(args, k, given, "--shape")
     jobs = args.jobs if args.jobs is not None else default_jobs()
-    report = smt.verify(k, timeout_s=args.timeout, shapes=given or None, jobs=jobs)
+    status = StatusLine(sys.stderr, args.progress, f"argus verify {args.file}")
+    try:
+        report = smt.verify(k, timeout_s=args.timeout, shapes=given or None, jobs=jobs, progress=status)
+    finally:
+        status.close()
     broken = unreproduced(k, report, args.file)
     if broken:
         return internal_witness_error(args, report, broken)

@@ -32,6 +32,7 @@ def verify(
     shapes: dict | None = None,
     checks: tuple | None = None,
     jobs: int = 1,
+    progress=None,
 ) -> VerifyReport:
     """Prove every obligation of `kernel`, or find counterexamples.
 
@@ -40,6 +41,8 @@ def verify(
     proved result says so. `checks` restricts the obligations checked (names from OBLIGATIONS).
     `jobs` > 1 checks groups of obligations in that many forked processes (POSIX only; do not
     use it from a process that runs other threads). The results are the same, only sooner.
+    `progress(done, total, what)`, when given, is called in this process as the stages start and
+    the obligation steps finish (the CLI's status line on long verifications).
     """
     # Z3 numbers its terms in creation order and reuses the numbers of freed ones; its search, and
     # so the witness it returns, depends on those numbers. Python's cycle collector frees Z3 terms
@@ -50,13 +53,17 @@ def verify(
     froze = gc.get_freeze_count() == 0  # a caller's own gc.freeze() is left alone (see _settle)
     _FREEZE[0] = froze
     try:
-        return _verify(kernel, timeout_s, shapes, checks, jobs)
+        return _verify(kernel, timeout_s, shapes, checks, jobs, progress or _silent)
     finally:
         _FREEZE[0] = False
         if froze:
             gc.unfreeze()
         if was_enabled:
             gc.enable()
+
+
+def _silent(done, total, what) -> None:
+    pass
 
 
 # Whether this verification may gc.freeze(): see _settle.
@@ -75,7 +82,7 @@ def _settle() -> None:
         gc.freeze()
 
 
-def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
+def _verify(kernel, timeout_s, shapes, checks, jobs, progress) -> VerifyReport:
     t0 = time.perf_counter()
     shapes = {k: int(v) for k, v in (shapes or {}).items() if k in kernel.sizes}
     report = VerifyReport(kernel.name, kernel.source_file, shapes=shapes or None)
@@ -86,10 +93,17 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
     # the protocol skeleton (numpy only, no Z3 terms) runs beside the solver's steps when forking is allowed
     proto_job = _fork(_protocol, kernel, want, shapes) if jobs > 1 and ir.uses_hopper(kernel.body) else None
     solver_wants = want - {"launch"} - set(PROTOCOL) - set(CLUSTER_PROTOCOL)
-    report.results, report.notes = _obligations(kernel, timeout_s, shapes, solver_wants, jobs)
+    # the stages after the solver's steps: launch, the reductions, the protocol (Hopper kernels)
+    hopper = ir.uses_hopper(kernel.body)
+    tail = 3 if hopper else 2
+    report.results, report.notes = _obligations(kernel, timeout_s, shapes, solver_wants, jobs,
+                                                lambda done, total, what: progress(done, total + tail, what))
+    stages = (_count_steps(solver_wants) + 1 if solver_wants else 0) + tail
     windows = frozenset(w for r in report.results if r.status == "proved" for w in r.detail.get("windows", ()))
+    progress(stages - tail, stages, "checking launch")
     launch = _check_launch(kernel, shapes, timeout_s)
     _settle()
+    progress(stages - tail + 1, stages, "checking the reduction contracts")
     reductions = _reductions(kernel, timeout_s, want, shapes, windows)
     for r in reductions:  # coverage without a wgmma's k window, where its k agreement is violated
         if r.status == "unknown" and "k window" in r.message and any(
@@ -98,6 +112,8 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
             r.detail["consequence_of"] = "tag-assertion"
     report.results += reductions
     _settle()
+    if hopper:
+        progress(stages - 1, stages, "checking the Hopper protocol")
     proto = proto_job() if proto_job is not None else _protocol(kernel, want, shapes)
     report.results = _merge_protocol(report.results, proto, kernel)
     if launch.vacuous:
@@ -111,6 +127,7 @@ def _verify(kernel, timeout_s, shapes, checks, jobs) -> VerifyReport:
                 r.message += f" (proved for {scope} only)"
                 r.detail.setdefault("sizes", dict(shapes))
     report.seconds = time.perf_counter() - t0
+    progress(stages, stages, "done")
     return report
 
 
@@ -245,25 +262,18 @@ def _reductions(kernel, timeout_s, want, shapes, windows=frozenset()) -> list:
                                  detail={"reason": traceback.format_exc()}) for n in sorted(names & want)]
 
 
-def _obligations(kernel, timeout_s, shapes, want, jobs) -> tuple[list, list]:
-    """The results of every obligation in `want` but launch, and the analysis's notes."""
+def _obligations(kernel, timeout_s, shapes, want, jobs, progress=_silent) -> tuple[list, list]:
+    """The results of every obligation in `want` but launch, and the analysis's notes.
+    `progress(done, total, what)` as in `verify` (total: the analysis and the steps)."""
     from argus_verify.smt import obligations as O
     from argus_verify.smt.analysis import Analysis, AnalysisError
 
-    steps = [
-        ("tag-assertion", O.check_assertions),
-        ("tag-assertion", O.check_agreements),
-        ("output-contract", O.check_contracts),
-        ("output-once", O.check_once),
-        ("bounds", O.check_bounds),
-        ("barrier-divergence", O.check_divergence),
-        ("race", O.check_races),
-        ("uninitialised-read", O.check_uninit),
-        ("bank-conflict", O.check_banks),
-        ("uncoalesced", lambda an, _t: O.check_coalescing(an)),
-    ]
+    steps = _steps(O)
     if not want:
         return [], []
+    todo = [i for i, (name, _) in enumerate(steps) if name in want]
+    total = len(todo) + 1
+    progress(0, total, "analysing the kernel")
     try:
         an = Analysis(kernel, shapes)
         an.finish(timeout_s)
@@ -272,8 +282,8 @@ def _obligations(kernel, timeout_s, shapes, want, jobs) -> tuple[list, list]:
     except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
         return _all_unknown(want, kernel, f"internal verifier error: {type(e).__name__}: {e}",
                             traceback.format_exc()), []
-    todo = [i for i, (name, _) in enumerate(steps) if name in want]
     _settle()  # the analysis's garbage: what the first step's collection freed before
+    done = [1]
 
     def run_step(i):
         name, fn = steps[i]
@@ -299,10 +309,43 @@ def _obligations(kernel, timeout_s, shapes, want, jobs) -> tuple[list, list]:
                            "earlier iterations too deeply (hoisted out of an outer loop?)")
             return [ObligationResult(name, "unknown", kernel.span, message, detail={"reason": traceback.format_exc()})]
 
-    parts = _parallel(run_step, todo, jobs) if jobs > 1 and len(todo) > 1 and _worth_forking(kernel) else None
+    def finished(i):  # (forked steps run two at a time: each is named as it finishes)
+        progress(done[0], total, f"{steps[i][0]} done")
+        done[0] += 1
+
+    parts = (_parallel(run_step, todo, jobs, finished) if jobs > 1 and len(todo) > 1 and _worth_forking(kernel)
+             else None)
     if parts is None:
-        parts = {i: run_step(i) for i in todo}
+        parts = {}
+        done[0] = 1  # (a pool that failed part way: the steps run again here)
+        for i in todo:
+            progress(done[0], total, f"checking {steps[i][0]}")
+            parts[i] = run_step(i)
+            done[0] += 1
     return [r for i in todo for r in parts[i]], list(dict.fromkeys(an.notes))
+
+
+def _steps(O) -> list:
+    """The solver's obligation steps, in the order they run (the witnesses depend on it)."""
+    return [
+        ("tag-assertion", O.check_assertions),
+        ("tag-assertion", O.check_agreements),
+        ("output-contract", O.check_contracts),
+        ("output-once", O.check_once),
+        ("bounds", O.check_bounds),
+        ("barrier-divergence", O.check_divergence),
+        ("race", O.check_races),
+        ("uninitialised-read", O.check_uninit),
+        ("bank-conflict", O.check_banks),
+        ("uncoalesced", lambda an, _t: O.check_coalescing(an)),
+    ]
+
+
+def _count_steps(want) -> int:
+    """How many of the solver's steps check an obligation in `want` (the progress total)."""
+    from argus_verify.smt import obligations as O
+
+    return sum(1 for name, _ in _steps(O) if name in want) if want else 0
 
 
 def _worth_forking(kernel) -> bool:
@@ -326,9 +369,10 @@ def _work(i):
     return i, _WORK(i)
 
 
-def _parallel(run_step, todo, jobs):
+def _parallel(run_step, todo, jobs, finished=lambda i: None):
     """Run the obligation steps in forked processes (they inherit the analysis); None if that is
-    not possible here, and the caller runs them in this process."""
+    not possible here, and the caller runs them in this process. `finished(i)` as each step's
+    result arrives."""
     import multiprocessing as mp
 
     global _WORK
@@ -342,7 +386,11 @@ def _parallel(run_step, todo, jobs):
     try:
         # one fresh fork per step: each step starts from the same state as in any other run
         with ctx.Pool(min(jobs, len(todo)), maxtasksperchild=1) as pool:
-            return dict(pool.imap_unordered(_work, order))
+            out = {}
+            for i, res in pool.imap_unordered(_work, order):
+                out[i] = res
+                finished(i)
+            return out
     except Exception:  # noqa: BLE001 - fall back to running here
         return None
     finally:

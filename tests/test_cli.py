@@ -504,3 +504,40 @@ def test_a_violation_is_refused_even_with_allow_unknown(capsys):
     code, _, err = run_cli(capsys, "run", BUGGY, "--shape", "M=64,N=64,K=64", "--backend", "interp",
                            "--allow-unknown")
     assert code == 1 and "refusing to run" in err and "--no-verify" in err
+
+
+def test_verify_progress_goes_to_stderr_and_leaves_the_json_alone(capsys):
+    code = main(["verify", VECADD, "--json", "--jobs", "1", "--progress", "always"])
+    out, err = capsys.readouterr()
+    assert code == 0 and json.loads(out)  # stdout: the report alone
+    steps = [line.split("] ")[0].split("[")[1] for line in err.splitlines()]
+    done = [int(s.split("/")[0]) for s in steps]
+    total = {int(s.split("/")[1]) for s in steps}
+    assert len(total) == 1 and done == sorted(done) and done[0] == 0 and done[-1] == total.pop()
+    assert err.splitlines()[-1].split("] ")[1].startswith("done")
+    # auto (the default): nothing off a terminal
+    assert main(["verify", VECADD, "--json", "--jobs", "1"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_status_line_rewrites_one_line_on_a_terminal():
+    import io
+
+    from argus_verify.cli import StatusLine
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term = Terminal()
+    line = StatusLine(term, "auto", "argus verify k.arg")
+    line(0, 3, "analysing the kernel")
+    line(3, 3, "done")
+    line.close()
+    text = term.getvalue()
+    assert "\n" not in text and text.count("\r\x1b[K") == 3 and text.endswith("\r\x1b[K")
+    quiet = Terminal()
+    off = StatusLine(quiet, "never", "x")
+    off(0, 1, "analysing the kernel")
+    off.close()
+    assert quiet.getvalue() == ""
