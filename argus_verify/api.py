@@ -148,14 +148,16 @@ class Kernel:
         return cache_dir() / "modules" / hashlib.sha256(blob.encode()).hexdigest()[:32]
 
     # -- verification ----------------------------------------------------------------------------
-    def verify(self, timeout_s: float = 10.0, jobs: int = 1):
+    def verify(self, timeout_s: float = 10.0, jobs: int = 1, progress=None):
         """The verifier's report (`smt.report.VerifyReport`: `.render_text()`, `.to_json()`,
-        `.exit_code`), computed once per (source, constants, kernel, timeout) in this process."""
+        `.exit_code`), computed once per (source, constants, kernel, timeout) in this process.
+        `progress(done, total, what)` is called as the verification's stages run (not for a
+        report this process already has)."""
         from argus_verify import smt
 
         memo = (self.key, float(timeout_s))
         if memo not in _VERIFIED:
-            report = smt.verify(self.ir, timeout_s=timeout_s, jobs=jobs)
+            report = smt.verify(self.ir, timeout_s=timeout_s, jobs=jobs, progress=progress)
             _VERIFIED[memo] = report
             self._store_verdict(report)
         return _VERIFIED[memo]

@@ -310,11 +310,13 @@ def _obligations(kernel, timeout_s, shapes, want, jobs, progress=_silent) -> tup
             return [ObligationResult(name, "unknown", kernel.span, message, detail={"reason": traceback.format_exc()})]
 
     def finished(i):  # (forked steps run two at a time: each is named as it finishes)
-        progress(done[0], total, f"{steps[i][0]} done")
         done[0] += 1
+        progress(done[0], total, f"{steps[i][0]} done")
 
-    parts = (_parallel(run_step, todo, jobs, finished) if jobs > 1 and len(todo) > 1 and _worth_forking(kernel)
-             else None)
+    forked = jobs > 1 and len(todo) > 1 and _worth_forking(kernel)
+    if forked:
+        progress(1, total, f"analysis done; {len(todo)} steps in {min(jobs, len(todo))} processes")
+    parts = _parallel(run_step, todo, jobs, finished) if forked else None
     if parts is None:
         parts = {}
         done[0] = 1  # (a pool that failed part way: the steps run again here)

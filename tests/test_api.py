@@ -45,6 +45,9 @@ def test_load_verify_and_the_cli_report():
     assert report.exit_code == 0 and report.counts()["proved"] > 0 and report.counts()["violated"] == 0
     assert "obligations" in report.render_text() or report.render_text()  # the text `argus verify` prints
     assert k.verify() is report  # once per (source, constants)
+    seen = []
+    again = argus_verify.load(VECADD, BLOCK=1024).verify(progress=lambda done, total, what: seen.append((done, total)))
+    assert again.exit_code == 0 and seen[0][0] == 0 and seen[-1][0] == seen[-1][1]  # the stages, to the last
 
 
 def test_load_reports_errors_with_their_place(tmp_path):
