@@ -96,9 +96,9 @@ def _verify(kernel, timeout_s, shapes, checks, jobs, progress) -> VerifyReport:
     # the stages after the solver's steps: launch, the reductions, the protocol (Hopper kernels)
     hopper = ir.uses_hopper(kernel.body)
     tail = 3 if hopper else 2
+    stages = (_count_steps(solver_wants) + 1 if solver_wants else 0) + tail  # (+ 1: the analysis)
     report.results, report.notes = _obligations(kernel, timeout_s, shapes, solver_wants, jobs,
-                                                lambda done, total, what: progress(done, total + tail, what))
-    stages = (_count_steps(solver_wants) + 1 if solver_wants else 0) + tail
+                                                lambda done, what: progress(done, stages, what))
     windows = frozenset(w for r in report.results if r.status == "proved" for w in r.detail.get("windows", ()))
     progress(stages - tail, stages, "checking launch")
     launch = _check_launch(kernel, shapes, timeout_s)
@@ -262,9 +262,9 @@ def _reductions(kernel, timeout_s, want, shapes, windows=frozenset()) -> list:
                                  detail={"reason": traceback.format_exc()}) for n in sorted(names & want)]
 
 
-def _obligations(kernel, timeout_s, shapes, want, jobs, progress=_silent) -> tuple[list, list]:
+def _obligations(kernel, timeout_s, shapes, want, jobs, progress=lambda done, what: None) -> tuple[list, list]:
     """The results of every obligation in `want` but launch, and the analysis's notes.
-    `progress(done, total, what)` as in `verify` (total: the analysis and the steps)."""
+    `progress(done, what)`: `done` counts the analysis and the steps finished."""
     from argus_verify.smt import obligations as O
     from argus_verify.smt.analysis import Analysis, AnalysisError
 
@@ -272,8 +272,7 @@ def _obligations(kernel, timeout_s, shapes, want, jobs, progress=_silent) -> tup
     if not want:
         return [], []
     todo = [i for i, (name, _) in enumerate(steps) if name in want]
-    total = len(todo) + 1
-    progress(0, total, "analysing the kernel")
+    progress(0, "analysing the kernel")
     try:
         an = Analysis(kernel, shapes)
         an.finish(timeout_s)
@@ -311,17 +310,17 @@ def _obligations(kernel, timeout_s, shapes, want, jobs, progress=_silent) -> tup
 
     def finished(i):  # (forked steps run two at a time: each is named as it finishes)
         done[0] += 1
-        progress(done[0], total, f"{steps[i][0]} done")
+        progress(done[0], f"{steps[i][0]} done")
 
     forked = jobs > 1 and len(todo) > 1 and _worth_forking(kernel)
     if forked:
-        progress(1, total, f"analysis done; {len(todo)} steps in {min(jobs, len(todo))} processes")
+        progress(1, f"analysis done; {len(todo)} steps in {min(jobs, len(todo))} processes")
     parts = _parallel(run_step, todo, jobs, finished) if forked else None
     if parts is None:
         parts = {}
         done[0] = 1  # (a pool that failed part way: the steps run again here)
         for i in todo:
-            progress(done[0], total, f"checking {steps[i][0]}")
+            progress(done[0], f"checking {steps[i][0]}")
             parts[i] = run_step(i)
             done[0] += 1
     return [r for i in todo for r in parts[i]], list(dict.fromkeys(an.notes))

@@ -359,7 +359,7 @@ class Periodic:
     """What `check_periodic` established, which `plan` builds on (not computed twice)."""
 
     heads: dict  # id(For) -> (A, B): the loop repeats outside its first A and last B iterations
-    steps: dict  # size -> (its step q, lemma E's verdict for it) (`_size_steps`)
+    steps: dict  # size -> SizeStep (`_size_steps`)
     occ: list = attrs.field(eq=False, repr=False)  # the occurrences and loops (`occurrences`)
     loops: list = attrs.field(eq=False, repr=False)
 
@@ -475,11 +475,11 @@ def _plan(kernel, base, periodic: Periodic):
         owner[z] = lp
     quanta = {}
     for z in kernel.sizes:
-        q, invisible = periodic.steps[z]
-        if q is None or not _in_one_class(kernel, z, q, base):
+        step = periodic.steps[z]
+        if step.q is None or not _in_one_class(kernel, z, step.q, base):
             return None, f"the admissible values of '{z}' are not one arithmetic progression", False
-        quanta[z] = q
-        if not invisible:  # (undecided: a refuted step fails check_periodic, before any plan)
+        quanta[z] = step.q
+        if not step.invisible:  # (undecided: a refuted step fails check_periodic, before any plan)
             return None, f"the solver did not decide whether a step of '{z}' changes the protocol", False
     pumps = []
     for z, lp in owner.items():
@@ -493,7 +493,7 @@ def _plan(kernel, base, periodic: Periodic):
     # the base runs: every trip count below A + 2L + B of each pumped loop, one size vector each
     per = []
     for p in pumps:
-        vals = _values_by_trips(kernel, p, base, consts)
+        vals = _values_by_trips(kernel, p, base, consts, periodic.steps[p.size].least)
         if vals is None:
             return None, f"no admissible '{p.size}' gives some trip count below {p.trips_run}", False
         per.append(vals)
@@ -520,13 +520,13 @@ def _loop_vars(lp: Loop, kernel) -> set:
             if isinstance(x, ir.IVar) and x.name not in kernel.sizes and x.name not in consts}
 
 
-def _step_of(kernel, z: str) -> int | None:
+def _step_of(kernel, z: str, least: int) -> int | None:
     """The smallest q such that z +- q is admissible whenever z is, whatever the other sizes (the step
-    down where it stays at or above z's least admissible value: `requires K >= 256` keeps K's step)."""
+    down where it stays at or above `least`, z's least admissible value: `requires K >= 256` keeps
+    K's step)."""
     w = World(kernel, "q")
     v = w.sizes[z]
     facts = w.facts()
-    least = _least(kernel, z)
     for q in QUANTA:
         up_w = World(kernel, f"u{q}")
         up_w.sizes = {**w.sizes, z: v + q}
@@ -555,15 +555,9 @@ def _least(kernel, z: str) -> int:
     return least if least > 1 and _unsat(w.facts(), v >= least) else 1
 
 
-def _quantum(kernel, z: str, base: dict) -> int | None:
-    """The spacing of z's admissible values: `_step_of`, with every admissible z in base[z]'s residue
-    class modulo it (so that steps connect any two admissible size vectors, one size at a time)."""
-    q = _step_of(kernel, z)
-    return q if q is not None and _in_one_class(kernel, z, q, base) else None
-
-
 def _in_one_class(kernel, z: str, q: int, base: dict) -> bool:
-    """Every admissible z is congruent to base[z] modulo q."""
+    """Every admissible z is congruent to base[z] modulo q (with `_step_of`'s q: the spacing of z's
+    admissible values, so that steps connect any two admissible size vectors, one size at a time)."""
     v = World(kernel, "q")
     return bool(_unsat(v.facts(), Z.Eq(Z.mod(v.sizes[z], Z.bv(q)), Z.bv(base[z] % q))))
 
@@ -602,16 +596,26 @@ def _invisible(kernel, occ, loops, z: str, q: int) -> bool | None:
     return _unsat(facts, Z.And(*goals))
 
 
+@attrs.frozen
+class SizeStep:
+    """A size's admissible values as `requires` spaces them, and lemma E for its step."""
+
+    least: int  # the least admissible value (`_least`)
+    q: int | None  # the step (`_step_of`); None: not evenly spaced
+    invisible: bool | None  # lemma E's verdict for the step; None: undecided, or no step
+
+
 def _size_steps(kernel, occ, loops) -> dict:
-    """size -> (its step q or None, lemma E's verdict for the step, None where there is no step),
-    with the block ids quantified."""
+    """size -> SizeStep, lemma E with the block ids quantified."""
     out = {}
     for z in kernel.sizes:
-        q = _step_of(kernel, z)
+        least = _least(kernel, z)
+        q = _step_of(kernel, z, least)
         try:
-            out[z] = (q, None if q is None else _invisible(kernel, occ, loops, z, q))
+            invisible = None if q is None else _invisible(kernel, occ, loops, z, q)
         except Unsupported:
-            out[z] = (q, None)  # an occurrence the lemma cannot translate: undecided
+            invisible = None  # an occurrence the lemma cannot translate: undecided
+        out[z] = SizeStep(least, q, invisible)
     return out
 
 
@@ -619,22 +623,10 @@ def _refuted_step(steps: dict) -> str:
     """Why the bounded runs are no evidence, where lemma E is refuted for a size whose admissible values
     are spaced evenly (a threshold on the sizes that runs of small sizes miss); "" where none is (an
     undecided lemma, or a size without a step, is left to the runs)."""
-    for z, (_q, invisible) in steps.items():
-        if invisible is False:
+    for z, step in steps.items():
+        if step.invisible is False:
             return f"a step of '{z}' that leaves every trip count changes the protocol"
     return ""
-
-
-def check_size_steps(kernel) -> tuple[bool, str]:
-    """Lemma E for every size on its own: (False, why) where a size step that keeps every trip count of
-    the block changes its protocol, else (True, "")."""
-    with _IntMode():
-        try:
-            occ, loops = occurrences(kernel)
-        except Unsupported:
-            return True, ""  # (the periodicity check reports it)
-        why = _refuted_step(_size_steps(kernel, occ, loops))
-    return not why, why
 
 
 def _pump(kernel, occ, loops, lp: Loop, z: str, q: int, L: int, base: dict,
@@ -727,14 +719,14 @@ def _lemma_checker(kernel, occ, lp: Loop, z: str, delta: int, L: int, w1: World,
     return holds
 
 
-def _values_by_trips(kernel, p: Pump, base: dict, consts: dict):
+def _values_by_trips(kernel, p: Pump, base: dict, consts: dict, least: int):
     """[(value of p.size, trip count)] with one admissible value per trip count below p.trips_run
-    (every reachable one: the trip count does not decrease as the size grows by its quantum)."""
+    (every reachable one: the trip count does not decrease as the size grows by its quantum), from
+    `least`, p.size's least admissible value."""
     from argus_verify.smt.protocol import _admissible
 
     want = p.trips_run
     out: dict = {}
-    least = _least(kernel, p.size)
     v = next((x for x in range(least, least + p.quantum) if _admissible(kernel, {**base, p.size: x})), None)
     if v is None:
         return None

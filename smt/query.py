@@ -316,8 +316,9 @@ def solve(an, timeout_s: float, build, validate: bool = True, minimize: bool = T
     A first build (bit-vectors, the usual choice) shows what the formula needs: bit operations (swizzles,
     lane xors) go to bit-vectors; division by constants that are not powers of two (stage indices
     modulo 3) or by a size (g // N) go to integers; anything else to bit-vectors, which are faster
-    on the small layout arithmetic. When the solver gives up in one encoding the other gets a turn (time slices of
-    the per-query limit: 30%, 30%, then the rest to the first). Returns (Outcome, Query, terms)."""
+    on the small layout arithmetic. When the solver gives up in one encoding the other gets a turn
+    (time slices of the per-query limit: 30%, 30%, then the rest to the first). Returns (Outcome,
+    Query, terms)."""
     q = Query(an, timeout_s, "bv")
     terms = build(q)
     bits, nonpow2, symdiv = Z.STATS["bitops"], Z.STATS["nonpow2"], Z.STATS["symdiv"]

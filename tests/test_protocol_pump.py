@@ -110,9 +110,9 @@ def test_quantum_follows_the_requires():
     src = SPEC.read_text().replace("requires K % 8 == 0", "requires K % 16 == 0")
     k = compile_source(src, "q.arg")
     with PP._IntMode():
-        assert PP._quantum(k, "K", {"K": 64}) == 16
-        assert PP._quantum(k, "M", {"M": 64}) == 1
-        assert PP._quantum(k, "K", {"K": 72}) is None  # 72 is not admissible: no class to step in
+        assert PP._step_of(k, "K", PP._least(k, "K")) == 16 and PP._in_one_class(k, "K", 16, {"K": 64})
+        assert PP._step_of(k, "M", PP._least(k, "M")) == 1 and PP._in_one_class(k, "M", 1, {"M": 64})
+        assert not PP._in_one_class(k, "K", 16, {"K": 72})  # 72 is not admissible: no class to step in
 
 
 def _skeleton():
@@ -169,18 +169,21 @@ def test_a_size_threshold_in_a_persistent_kernel_is_caught_by_the_size_steps():
     assert "                if nk < KT:\n" in src
     k = compile_source(src.replace("                if nk < KT:\n", "                if nk < KT and K < 4096:\n"),
                        "persistent_threshold.arg")
-    ok, why = PP.check_size_steps(k)
-    assert not ok and why == "a step of 'K' that leaves every trip count changes the protocol"
+    ok, why, _ = PP.check_periodic(k, 10)
+    assert not ok and why == "a step of 'K' that leaves every trip count changes the protocol: the runs of " \
+                             "bounded sizes are no evidence for the rest"
     # the kernel as written: M, N and K steps that keep every block's tile and k loop counts change nothing
-    assert PP.check_size_steps(compile_file(str(PERSISTENT))) == (True, "")
+    ok, why, periodic = PP.check_periodic(compile_file(str(PERSISTENT)), 10)
+    assert ok and why == "" and all(step.invisible is not False for step in periodic.steps.values())
 
 
 def test_an_undecided_size_step_does_not_hide_a_refuted_one():
     # each size's lemma E has its own verdict: an undecided query for one size (None) neither
     # passes nor refutes another's
-    assert PP._refuted_step({"M": (1, None), "K": (8, False), "N": (1, True)}) == \
+    S = PP.SizeStep
+    assert PP._refuted_step({"M": S(1, 1, None), "K": S(8, 8, False), "N": S(1, 1, True)}) == \
         "a step of 'K' that leaves every trip count changes the protocol"
-    assert PP._refuted_step({"M": (1, None), "K": (None, None), "N": (1, True)}) == ""
+    assert PP._refuted_step({"M": S(1, 1, None), "K": S(8, None, None), "N": S(1, 1, True)}) == ""
 
 
 def test_a_lower_bound_on_a_size_keeps_the_pumping_argument():
@@ -188,7 +191,7 @@ def test_a_lower_bound_on_a_size_keeps_the_pumping_argument():
     # the protocol is proved for all sizes, not bounded; a bound by another size has no fixed step
     k = _mutant("    requires K % 8 == 0\n", "    requires K % 8 == 0\n    requires K >= 256\n")
     with PP._IntMode():
-        assert (PP._least(k, "K"), PP._step_of(k, "K")) == (256, 8)
+        assert (PP._least(k, "K"), PP._step_of(k, "K", 256)) == (256, 8)
     res = _protocol(k)
     for name in RUNTIME[:-1]:
         assert res[name].status == "proved" and "for all sizes" in res[name].message, (name, res[name].message)
@@ -196,7 +199,7 @@ def test_a_lower_bound_on_a_size_keeps_the_pumping_argument():
         assert loop["trip_counts_run"][0] == 4  # K = 256: 4 k tiles, the fewest the kernel admits
     relative = _mutant("    requires K % 8 == 0\n", "    requires K % 8 == 0\n    requires K >= N\n")
     with PP._IntMode():
-        assert PP._step_of(relative, "K") is None
+        assert PP._step_of(relative, "K", PP._least(relative, "K")) is None
     # the late parity flip of the tests above, under the bound: still not proved
     late = compile_source(SPEC.read_text().replace("    requires K % 8 == 0\n",
                                                    "    requires K % 8 == 0\n    requires K >= 256\n").replace(
