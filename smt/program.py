@@ -158,7 +158,9 @@ def same_instance(a: Inst, b: Inst):
 def recent_before(S, ctx, node: Node, p: Inst, depth: int) -> list:
     """Candidate instances of `node` before instance p: in p's iteration of the common loops
     (when node precedes p there) and in the `depth` previous iterations of the innermost common
-    loop; loops of `node` not enclosing p are taken at their last iterations."""
+    loop; loops of `node` not enclosing p are taken at their last `depth` iterations where the
+    instance is in p's iteration or the one before (a prefetch loop after a persistent kernel's k
+    loop fills the next tile's first stages, each read in that tile), at their last one before that."""
     common, first = divergence(node, p.node)
     fixed_base = {v: (p.cnt[v], False) for v in common}
     out = []
@@ -181,7 +183,7 @@ def recent_before(S, ctx, node: Node, p: Inst, depth: int) -> list:
         for d in range(1, depth + 1):
             fixed = dict(fixed_base)
             fixed[inner] = (Z.sub(p.cnt[inner], bv(d)), True)
-            out += fill(fixed, 1)
+            out += fill(fixed, depth if (deeper and d == 1) else 1)
         out += _outer_neighbours(S, ctx, node, p, common, -1)
     return out
 
@@ -204,7 +206,8 @@ def _outer_neighbours(S, ctx, node: Node, p: Inst, common: list, step: int) -> l
 
 def next_after(S, ctx, node: Node, p: Inst, depth: int) -> list:
     """Candidate instances of `node` after instance p (mirror of `recent_before`): loops of
-    `node` not enclosing p start at their first iterations."""
+    `node` not enclosing p at their first iterations (`depth` of them in p's iteration of the common
+    loops and the next one)."""
     common, first = divergence(node, p.node)
     fixed_base = {v: (p.cnt[v], False) for v in common}
     out = []
@@ -227,7 +230,7 @@ def next_after(S, ctx, node: Node, p: Inst, depth: int) -> list:
         for d in range(1, depth + 1):
             fixed = dict(fixed_base)
             fixed[inner] = (Z.add(p.cnt[inner], bv(d)), True)
-            out += fill(fixed, 1)
+            out += fill(fixed, depth if (deeper and d == 1) else 1)
         out += _outer_neighbours(S, ctx, node, p, common, 1)
     return out
 

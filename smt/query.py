@@ -275,8 +275,20 @@ def validate_reads(q: Query, model, reads) -> str | None:
 PROVE_INT_RLIMIT = 300_000
 
 
-def prove_in_ints(an, timeout_s: float, build):
-    """A proof of a query without bit operations in the integer encoding, within a small budget.
+# The budget of the attempt on the abstraction of a query's products and quotients of unknowns
+# (about 1.5 s of this machine's work; the uninitialised-read queries of the persistent Hopper GEMMs
+# take 3-6 million).
+ABSTRACT_RLIMIT = 10_000_000
+
+
+def prove_in_ints(an, timeout_s: float, build, abstract: bool = False, rlimit: int | None = None):
+    """A proof of a query in the integer encoding, within a small budget.
+
+    With `abstract`, each product of two unknowns and each quotient by an unknown is a fresh
+    variable bound only by facts true of the real operation (smt.zops `ABSTRACT`): the query then
+    has more models than the exact one, so its unsatisfiability is still a proof, and the solver
+    stays in linear arithmetic, where it decides the ring positions of persistent kernels
+    (`tile_index * KT + kt`) that defeat its nonlinear reasoning.
 
     Both encodings are exact (smt.zops), so an unsatisfiable integer query is a proof. The tag
     queries (assertions, agreements, contracts, reads resolved to their writes) are mostly linear
@@ -291,17 +303,20 @@ def prove_in_ints(an, timeout_s: float, build):
     saved = (Z.MODE, Z._SINK, dict(Z._RANGE), dict(Z._DIVS), dict(Z.STATS))
     try:
         t0 = time.perf_counter()
+        Z.ABSTRACT = abstract
         qi = Query(an, timeout_s, "int")
         terms = build(qi)
         Z.end_defs()
+        Z.ABSTRACT = False
         s = qi.solver()
-        s.set("rlimit", PROVE_INT_RLIMIT)
+        s.set("rlimit", PROVE_INT_RLIMIT if rlimit is None else rlimit)
         s.add(*qi.cons)
         s.add(*qi.defs)
         if s.check() == z3.unsat:
             return Outcome("proved", seconds=time.perf_counter() - t0), qi, terms
         return None
     finally:
+        Z.ABSTRACT = False
         Z.MODE, Z._SINK = saved[0], saved[1]
         Z._RANGE.clear()
         Z._RANGE.update(saved[2])
@@ -325,6 +340,10 @@ def solve(an, timeout_s: float, build, validate: bool = True, minimize: bool = T
     # (a division by a size, g // N, bit-blasts into a 64-bit divider circuit that the bit-vector
     # solver rarely settles in time; the integer solver's nonlinear arithmetic does at once)
     first = "int" if ((nonpow2 >= 3 or symdiv) and not bits) else "bv"
+    if (symdiv or Z.STATS["nonlinear"]) and ABSTRACT_RLIMIT:
+        quick = prove_in_ints(an, timeout_s, build, abstract=True, rlimit=ABSTRACT_RLIMIT)
+        if quick is not None:
+            return quick
     if first == "bv" and not bits and q.S.memo.get("__reads__") and PROVE_INT_RLIMIT:
         quick = prove_in_ints(an, timeout_s, build)
         if quick is not None:

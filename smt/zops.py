@@ -33,9 +33,16 @@ FALLBACK_BITS = 32
 WIDTH = 64
 
 MODE = "int"  # "int" | "bv"
-STATS = {"bitops": 0, "nonpow2": 0, "symdiv": 0}  # symdiv: divisions by a non-constant
+STATS = {"bitops": 0, "nonpow2": 0, "symdiv": 0, "nonlinear": 0}  # symdiv: divisions by a non-constant
 _SINK: list | None = None  # bv mode: definitions of constant-division quotients
 _DIVS: dict = {}
+# With ABSTRACT set (integer encoding, while a query is built), a product of two non-constants and a
+# quotient by a non-constant become fresh variables constrained by facts that hold of the real
+# operations (signs, monotonicity, the next multiple; see _nonlinear_facts): an over-approximation,
+# so an unsatisfiable abstract query is a proof, and any model of it is not trusted.
+ABSTRACT = False
+_PRODS: dict = {}  # (id a, id b) -> (a, b, p)
+_QUOTS: dict = {}  # (id a, id b) -> (a, b, q)
 _count = [0]
 
 
@@ -50,9 +57,12 @@ def begin_query() -> list:
     global _SINK
     _RANGE.clear()
     _DIVS.clear()
+    _PRODS.clear()
+    _QUOTS.clear()
     STATS["bitops"] = 0
     STATS["nonpow2"] = 0
     STATS["symdiv"] = 0
+    STATS["nonlinear"] = 0
     _SINK = []
     return _SINK
 
@@ -60,7 +70,132 @@ def begin_query() -> list:
 def end_defs() -> None:
     """Terms built from now on (witness rendering) use exact division circuits."""
     global _SINK
+    if _abstracting() and _PRODS:
+        _SINK.extend(_nonlinear_facts())
+    _PRODS.clear()  # (they belong to this query alone: the next one may be in another encoding)
+    _QUOTS.clear()
     _SINK = None
+
+
+def _abstracting() -> bool:
+    return ABSTRACT and MODE == "int" and _SINK is not None
+
+
+def _abstract_product(a, b):
+    # in normal form (`(bid + 4*c - bid) // 4` is `c`), so that equal factors are one term and the
+    # facts about pairs relate them
+    a, b = z3.simplify(a), z3.simplify(b)
+    key = (a.get_id(), b.get_id())
+    hit = _PRODS.get(key) or _PRODS.get(key[::-1])
+    if hit is not None:
+        return hit[2]
+    _count[0] += 1
+    p = z3.Int(f"mul!{_count[0]}")
+    _PRODS[key] = (a, b, p)
+    return p
+
+
+def _abstract_quotient(a, b):
+    a, b = z3.simplify(a), z3.simplify(b)
+    key = (a.get_id(), b.get_id())
+    hit = _QUOTS.get(key)
+    if hit is not None:
+        return hit[2]
+    _count[0] += 1
+    q = z3.Int(f"div!{_count[0]}")
+    _QUOTS[key] = (a, b, q)
+    p = _abstract_product(q, b)  # q * b: the multiple of b at or below a
+    _SINK.extend([
+        z3.Implies(b > 0, z3.And(p <= a, a < p + b)),
+        z3.Implies(b < 0, z3.And(p >= a, a > p + b)),
+        z3.Implies(z3.And(b > 0, a >= 0), z3.And(q >= 0, q <= a)),
+    ])
+    return q
+
+
+def _linear(x, depth=0):
+    """x as ({atom id: [atom, coefficient]}, constant) when it is a sum of constant multiples of
+    terms (None otherwise)."""
+    c = const_value(x)
+    if c is not None:
+        return {}, c
+    if depth > 40 or not z3.is_arith(x):
+        return None
+    k = x.decl().kind() if z3.is_app(x) else None
+    kids = x.children()
+    if k in (z3.Z3_OP_ADD, z3.Z3_OP_SUB, z3.Z3_OP_UMINUS):
+        terms, const = {}, 0
+        for i, kid in enumerate(kids):
+            sign = -1 if (k == z3.Z3_OP_UMINUS or (k == z3.Z3_OP_SUB and i > 0)) else 1
+            lin = _linear(kid, depth + 1)
+            if lin is None:
+                return None
+            for key, (atom, coef) in lin[0].items():
+                terms.setdefault(key, [atom, 0])[1] += sign * coef
+            const += sign * lin[1]
+        return terms, const
+    if k == z3.Z3_OP_MUL and len(kids) == 2:
+        for f, g in ((kids[0], kids[1]), (kids[1], kids[0])):
+            cf = const_value(f)
+            if cf is not None:
+                lin = _linear(g, depth + 1)
+                if lin is None:
+                    return None
+                return {key: [atom, cf * coef] for key, (atom, coef) in lin[0].items()}, cf * lin[1]
+    return {x.get_id(): [x, 1]}, 0
+
+
+def _exact_quotient(a, c: int):
+    """a // c as a linear term when c divides every coefficient and the constant of a (the
+    persistent loops' `(tile - block_id.x) // SMS` is the tile counter), else None."""
+    lin = _linear(a)
+    if lin is None or lin[1] % c or any(coef % c for _, coef in lin[0].values()):
+        return None
+    out = bv(lin[1] // c)
+    for atom, coef in lin[0].values():
+        if coef:
+            out = add(out, mul(atom, bv(coef // c)))
+    return out
+
+
+def _nonlinear_facts() -> list:
+    """Facts of the abstracted products p = a * b: each alone (zero, one, signs, at least a
+    factor), and each pair sharing a factor (equal, ordered, or next to each other in the other)."""
+    out = []
+    prods = list(_PRODS.values())
+    for a, b, p in prods:
+        out += [
+            z3.Implies(z3.Or(a == 0, b == 0), p == 0),
+            z3.Implies(a == 1, p == b),
+            z3.Implies(b == 1, p == a),
+            z3.Implies(z3.And(a >= 0, b >= 0), p >= 0),
+            z3.Implies(z3.And(a >= 1, b >= 0), p >= b),
+            z3.Implies(z3.And(b >= 1, a >= 0), p >= a),
+        ]
+    quots = list(_QUOTS.values())
+    for i, (a1, b1, q1) in enumerate(quots):
+        for a2, b2, q2 in quots[i + 1:]:
+            if b1.eq(b2):
+                out += [
+                    z3.Implies(a1 == a2, q1 == q2),
+                    z3.Implies(z3.And(b1 > 0, a1 <= a2), q1 <= q2),
+                    z3.Implies(z3.And(b1 > 0, a2 <= a1), q2 <= q1),
+                ]
+    for i, (a1, b1, p1) in enumerate(prods):
+        for a2, b2, p2 in prods[i + 1:]:
+            for x1, y1, x2, y2 in ((a1, b1, a2, b2), (b1, a1, b2, a2), (a1, b1, b2, a2), (b1, a1, a2, b2)):
+                if not y1.eq(y2):
+                    continue  # the shared factor y, the other factors x1 and x2
+                y = y1
+                out += [
+                    z3.Implies(x1 == x2, p1 == p2),
+                    z3.Implies(x2 == x1 + 1, p2 == p1 + y),
+                    z3.Implies(x1 == x2 + 1, p1 == p2 + y),
+                    z3.Implies(z3.And(y >= 0, x1 < x2), p1 + y <= p2),
+                    z3.Implies(z3.And(y >= 0, x2 < x1), p2 + y <= p1),
+                ]
+                break
+    return out
 
 
 def _bv_divmod_const(a, c: int):
@@ -397,6 +532,10 @@ def mul(a, b):
     if cb == 1:
         return _t(a)
     a, b = _t(a), _t(b)
+    if ca is None and cb is None:
+        STATS["nonlinear"] += 1
+        if _abstracting():
+            return _abstract_product(a, b)
     if _same_kind(a, b):
         return _mk_binary(z3.Z3_mk_bvmul, z3.Z3_mk_mul, a, b, _BV if MODE == "bv" else _AR)
     return a * b
@@ -420,6 +559,10 @@ def floordiv(a, b):
             if cb > 0:
                 return _bv_divmod_const(_t(a), cb)[0]
             return floordiv(neg(a), -cb)
+        if cb > 0 and _abstracting():
+            exact = _exact_quotient(_t(a), cb)
+            if exact is not None:
+                return exact
         if cb > 0:
             r = _t(a) / cb  # Z3 integer division: floor for a positive divisor
             rg = range_of(a)
@@ -429,6 +572,8 @@ def floordiv(a, b):
         return (-_t(a)) / (-cb)
     STATS["symdiv"] += 1
     a, b = _t(a), _t(b)
+    if _abstracting():
+        return _abstract_quotient(a, b)
     if MODE == "bv":
         q = a / b  # truncating; adjust toward -inf
         r = a - q * b
