@@ -85,6 +85,8 @@ def _abstract_product(a, b):
     # in normal form (`(bid + 4*c - bid) // 4` is `c`), so that equal factors are one term and the
     # facts about pairs relate them
     a, b = z3.simplify(a), z3.simplify(b)
+    if const_value(a) is not None or const_value(b) is not None:
+        return a * b  # a constant after all: linear, exact
     key = (a.get_id(), b.get_id())
     hit = _PRODS.get(key) or _PRODS.get(key[::-1])
     if hit is not None:
@@ -97,6 +99,8 @@ def _abstract_product(a, b):
 
 def _abstract_quotient(a, b):
     a, b = z3.simplify(a), z3.simplify(b)
+    if const_value(b) is not None:
+        return floordiv(a, b)  # a constant divisor after all: native
     key = (a.get_id(), b.get_id())
     hit = _QUOTS.get(key)
     if hit is not None:
