@@ -126,28 +126,46 @@ def compute_reference(ref: ModuleType, inputs: dict, shapes: dict | None = None)
     return out
 
 
-CONTRACT_CELLS = 1 << 24  # the largest (output x reduction) index space evaluate_contract takes on
+CONTRACT_CELLS = 1 << 24  # the (output x reduction) cells evaluate_contract computes at once
+CONTRACT_TOTAL = 1 << 30  # the most it computes in all (slice by slice of the first output index)
 
 
 def evaluate_contract(kernel: ir.Kernel, contract: ir.Contract, inputs: dict, sizes: dict) -> np.ndarray | None:
     """What `contract` says every element of its output is, in float64, through the shared semantics
     table: each index variable is an axis of one broadcast array, each reduction reduces its own.
-    None when the index space is larger than CONTRACT_CELLS (a witness's sizes are small)."""
+    Slices of the first output index are computed one after another, so that no array exceeds
+    CONTRACT_CELLS; None when the whole index space is larger than CONTRACT_TOTAL."""
     shapes = ir.tensor_shapes(kernel, sizes)
     extent = dict(zip(contract.index_vars, shapes[contract.tensor], strict=True))
     for red in contract.reductions():
         elem = next(e for e in ir.contract_elements(red.body) if red.var in e.indices)
         extent[red.var] = shapes[elem.tensor][elem.indices.index(red.var)]
-    if int(np.prod([float(n) for n in extent.values()])) > CONTRACT_CELLS:
+    cells = int(np.prod([float(n) for n in extent.values()]))
+    if cells > CONTRACT_TOTAL:
         return None
+    axes = list(contract.index_vars)
+    if not axes:
+        return _contract_slice(contract, inputs, extent, {})
+    first = axes[0]
+    step = max(1, CONTRACT_CELLS // max(1, cells // max(1, extent[first])))
+    parts = [_contract_slice(contract, inputs, extent, {first: (lo, min(lo + step, extent[first]))})
+             for lo in range(0, extent[first], step)]
+    return np.concatenate(parts, axis=0) if parts else _contract_slice(contract, inputs, extent, {})
+
+
+def _contract_slice(contract: ir.Contract, inputs: dict, extent: dict, ranges: dict) -> np.ndarray:
+    """The contract's output over index ranges {var: (lo, hi)} (the whole extent elsewhere)."""
+
+    def span(v):
+        return ranges.get(v, (0, extent[v]))
 
     def ev(e, axes: list):
         if isinstance(e, ir.CElem):
-            idx = tuple(np.arange(extent[v]).reshape([-1 if a == v else 1 for a in axes]) for v in e.indices)
+            idx = tuple(np.arange(*span(v)).reshape([-1 if a == v else 1 for a in axes]) for v in e.indices)
             return np.asarray(inputs[e.tensor], dtype=np.float64)[idx]
         if isinstance(e, ir.CReduce):
             inner = axes + [e.var]
-            body = np.broadcast_to(ev(e.body, inner), [extent[a] for a in inner])
+            body = np.broadcast_to(ev(e.body, inner), [span(a)[1] - span(a)[0] for a in inner])
             return semantics.REDUCE_OPS[e.op].ref(body, axis=len(axes))
         if isinstance(e, ir.CBin):
             return semantics.FLOAT_BINARY[e.op].ref(ev(e.a, axes), ev(e.b, axes))
@@ -159,7 +177,7 @@ def evaluate_contract(kernel: ir.Kernel, contract: ir.Contract, inputs: dict, si
 
     axes = list(contract.index_vars)
     with np.errstate(all="ignore"):
-        return np.broadcast_to(ev(contract.expr, axes), [extent[a] for a in axes]).copy()
+        return np.broadcast_to(ev(contract.expr, axes), [span(a)[1] - span(a)[0] for a in axes]).copy()
 
 
 def output_error(out: np.ndarray, expected: np.ndarray) -> float:

@@ -19,6 +19,7 @@ integer expressions), interp_memory.py, interp_compute.py and interp_warp.py.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Mapping
 
 import attrs
@@ -68,6 +69,11 @@ class Launch:
         g = self.grid
         total = g[0] * g[1] * g[2]
         vmax = max([t.values for t in self.frag_types.values()] + [1])
+        # a wgmma keeps each block's operand tiles (snapshots, [rows, k] element offsets) until it
+        # retires: count them as values too, or a batch of 128 blocks takes gigabytes
+        for st in ir.walk_stmts(self.kernel.body):
+            if isinstance(st, ir.Assign) and isinstance(st.op, ir.Wgmma):
+                vmax = max(vmax, math.prod(st.op.a.tile) + math.prod(st.op.b.tile))
         batch = max(1, MAX_BATCH_ELEMS // (self.threads * vmax))
         linear = np.arange(total)
         ids = np.stack([linear % g[0], (linear // g[0]) % g[1], linear // (g[0] * g[1])], 1)

@@ -26,6 +26,7 @@ of their family:
 from __future__ import annotations
 
 from argus_verify import ir
+from argus_verify.smt import last_writer as LW
 from argus_verify.smt import program as P
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
@@ -116,6 +117,7 @@ class Analysis(
         self.cells: list = []
         self.notes: list = []  # approximations taken while walking (reported with unknowns)
         self.invariant_queries: list = []  # (loop, outcome) for the report
+        self.read_plans: dict = {}  # id(ShRead) -> the candidate writes it can see (smt.last_writer)
         self.timeout_s = 10.0
         self.grid = [self.cint(g, {}) for g in kernel.grid]
         self.tensor_dims = {t.name: [self.cint(d, {}) for d in t.shape] for t in kernel.tensors}
@@ -137,6 +139,11 @@ class Analysis(
         the walk so that every write record exists when the invariants are checked."""
         self.timeout_s = timeout_s
         self.check_generic_tma_reads()
+        # the writers of TMA-fed reads, settled once for every query (smt.last_writer)
+        for rds in self.sh_reads.values():
+            for rd in rds:
+                if LW.eligible(self, rd):
+                    self.read_plans[id(rd)] = LW.plan(self, rd)
         for L, cells, post, end in self.pending_loops:
             self.resolve_carried(L, cells, post, end)
         self.pending_loops = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from argus_verify import atoms, ir
+from argus_verify.smt import last_writer as LW
 from argus_verify.smt import program as P
 from argus_verify.smt import values as V
 from argus_verify.smt import zops as Z
@@ -185,6 +186,9 @@ class MemoryMixin:
                 if reason not in self.notes:  # the reason a tainted counterexample is unknown
                     self.notes.append(reason)
                 return self.havoc_tag(S, rd.label, reason)
+            keep = self.read_plans.get(id(rd))
+            if keep is not None:
+                return self.resolve_last(S, ctx, rd, r_inst, t, e, keep)
             off = rd.alloc.offset(e)
             options = []
             events = []
@@ -247,6 +251,37 @@ class MemoryMixin:
             return out
         finally:
             S.depth -= 1
+
+    def resolve_last(self, S, ctx, rd: ShRead, r_inst, t, e, keep) -> TagVal:
+        """A read whose writers smt.last_writer settled: the last of the kept candidate writes that
+        covers e (they are the only writes it can see)."""
+        cands = LW.candidates(self, S, ctx, rd, r_inst, e, keep)
+        options, events = [], []
+        for a, valid in zip(cands, LW.last(cands), strict=True):
+            W = a.W
+            if W.fast:  # the tag at the element's tile coordinate
+                c = W.tile_coord(S, ctx, a.inst, e)
+                if W.kind == "tma":
+                    ok = self.tma_landed(rd)
+                else:  # a store: visible to its own thread, and to the others after a barrier
+                    ok = Z.Or(W.holds(S, t, c), self.barrier_between(S, ctx, a.inst, r_inst))
+                options.append((valid, self.as_read(W, a.inst, W.tag_at(S, ctx, a.inst, c), ok, e)))
+                events.append((W, a.inst, None, None, valid, ok))
+                continue
+            # a value without a coordinate form (a wgmma accumulator): the thread and value that
+            # write e at that instance, matched by coordinates (the layout is injective: no need to
+            # compare swizzled offsets)
+            tw, vw = S.var("tw"), S.var("vw")
+            ew = W.view.elem(S, ctx, a.inst, tw, W.coords.coords(tw, vw, OPS))
+            valid = Z.And(valid, tw >= 0, tw < self.T, vw >= 0, vw < W.values,
+                          *[Z.Eq(x, y) for x, y in zip(ew, e, strict=True)], W.executes(S, ctx, a.inst, tw))
+            ok = self.completed_visible(S, ctx, W, a.inst, tw, r_inst, t)
+            options.append((valid, self.as_read(W, a.inst, W.tag(S, ctx, a.inst, tw, vw), ok, e)))
+            events.append((W, a.inst, tw, vw, valid, ok))
+        sel = S.var("sel")
+        out = V.select(sel, options, self.K)
+        S.memo.setdefault("__reads__", []).append((rd, ctx, r_inst, t, e, sel, events))
+        return out
 
     def unique_issuer(self, S, W, c):
         """(thread, constraint naming it) for the only thread of copy W that holds tile

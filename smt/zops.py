@@ -41,8 +41,8 @@ _DIVS: dict = {}
 # operations (signs, monotonicity, the next multiple; see _nonlinear_facts): an over-approximation,
 # so an unsatisfiable abstract query is a proof, and any model of it is not trusted.
 ABSTRACT = False
-_PRODS: dict = {}  # (id a, id b) -> (a, b, p)
-_QUOTS: dict = {}  # (id a, id b) -> (a, b, q)
+_PRODS: dict = {}  # (id a, id b) -> (a, b, a * b, the constants it is multiplied by)
+_QUOTS: dict = {}  # (id a, id b) -> (a, b, a // b)
 _count = [0]
 
 
@@ -81,20 +81,37 @@ def _abstracting() -> bool:
     return ABSTRACT and MODE == "int" and _SINK is not None
 
 
+_MUL = z3.Function("mul!", z3.IntSort(), z3.IntSort(), z3.IntSort())
+_DIV = z3.Function("div!", z3.IntSort(), z3.IntSort(), z3.IntSort())
+
+
+def _monomial(x):
+    """(c, atom) with x = c * atom for a constant c (c = 1, atom = x when x is not such a multiple)."""
+    lin = _linear(x)
+    if lin is not None and lin[1] == 0 and len(lin[0]) == 1:
+        ((atom, coef),) = lin[0].values()
+        if coef:
+            return coef, atom
+    return 1, x
+
+
 def _abstract_product(a, b):
     # in normal form (`(bid + 4*c - bid) // 4` is `c`), so that equal factors are one term and the
-    # facts about pairs relate them
+    # facts about pairs relate them; constant multipliers come out (q * (8 * TN) is 8 * (q * TN)),
+    # so that products of the same unknowns meet. The function is uninterpreted: products of equal
+    # factors are equal (congruence) wherever the factors are different terms
     a, b = z3.simplify(a), z3.simplify(b)
     if const_value(a) is not None or const_value(b) is not None:
         return a * b  # a constant after all: linear, exact
+    (ca, a), (cb, b) = _monomial(a), _monomial(b)
+    if a.get_id() > b.get_id():
+        a, b = b, a
     key = (a.get_id(), b.get_id())
-    hit = _PRODS.get(key) or _PRODS.get(key[::-1])
-    if hit is not None:
-        return hit[2]
-    _count[0] += 1
-    p = z3.Int(f"mul!{_count[0]}")
-    _PRODS[key] = (a, b, p)
-    return p
+    hit = _PRODS.get(key)
+    if hit is None:
+        hit = _PRODS[key] = (a, b, _MUL(a, b), set())
+    hit[3].add(ca * cb)
+    return hit[2] if ca * cb == 1 else (ca * cb) * hit[2]
 
 
 def _abstract_quotient(a, b):
@@ -105,8 +122,7 @@ def _abstract_quotient(a, b):
     hit = _QUOTS.get(key)
     if hit is not None:
         return hit[2]
-    _count[0] += 1
-    q = z3.Int(f"div!{_count[0]}")
+    q = _DIV(a, b)
     _QUOTS[key] = (a, b, q)
     p = _abstract_product(q, b)  # q * b: the multiple of b at or below a
     _SINK.extend([
@@ -164,15 +180,18 @@ def _exact_quotient(a, c: int):
 
 def _nonlinear_facts() -> list:
     """Facts of the abstracted products p = a * b: each alone (zero, one, signs, at least a
-    factor), and each pair sharing a factor (equal, ordered, or next to each other in the other)."""
+    factor), and each pair sharing a factor y, with the constant multiples c1 and c2 the query
+    takes of them: c1 * p1 and c2 * p2 are x1 * y and x2 * y for x = c * (the other factor), so they
+    are equal, ordered (by at least |y|, the order reversed for y < 0) or y apart as x1 and x2 are."""
     out = []
     prods = list(_PRODS.values())
-    for a, b, p in prods:
+    for a, b, p, _ in prods:
         out += [
             z3.Implies(z3.Or(a == 0, b == 0), p == 0),
             z3.Implies(a == 1, p == b),
             z3.Implies(b == 1, p == a),
-            z3.Implies(z3.And(a >= 0, b >= 0), p >= 0),
+            z3.Implies(z3.Or(z3.And(a >= 0, b >= 0), z3.And(a <= 0, b <= 0)), p >= 0),
+            z3.Implies(z3.Or(z3.And(a >= 0, b <= 0), z3.And(a <= 0, b >= 0)), p <= 0),
             z3.Implies(z3.And(a >= 1, b >= 0), p >= b),
             z3.Implies(z3.And(b >= 1, a >= 0), p >= a),
         ]
@@ -181,23 +200,30 @@ def _nonlinear_facts() -> list:
         for a2, b2, q2 in quots[i + 1:]:
             if b1.eq(b2):
                 out += [
-                    z3.Implies(a1 == a2, q1 == q2),
                     z3.Implies(z3.And(b1 > 0, a1 <= a2), q1 <= q2),
                     z3.Implies(z3.And(b1 > 0, a2 <= a1), q2 <= q1),
                 ]
-    for i, (a1, b1, p1) in enumerate(prods):
-        for a2, b2, p2 in prods[i + 1:]:
+    for i, (a1, b1, p1, cs1) in enumerate(prods):
+        for a2, b2, p2, cs2 in prods[i + 1:]:
+            # (the function is not commutative: equal factors in the other order, as terms differ)
+            out.append(z3.Implies(z3.And(a1 == b2, b1 == a2), p1 == p2))
             for x1, y1, x2, y2 in ((a1, b1, a2, b2), (b1, a1, b2, a2), (a1, b1, b2, a2), (b1, a1, a2, b2)):
                 if not y1.eq(y2):
                     continue  # the shared factor y, the other factors x1 and x2
                 y = y1
-                out += [
-                    z3.Implies(x1 == x2, p1 == p2),
-                    z3.Implies(x2 == x1 + 1, p2 == p1 + y),
-                    z3.Implies(x1 == x2 + 1, p1 == p2 + y),
-                    z3.Implies(z3.And(y >= 0, x1 < x2), p1 + y <= p2),
-                    z3.Implies(z3.And(y >= 0, x2 < x1), p2 + y <= p1),
-                ]
+                for c1 in sorted(cs1 | {1}):
+                    for c2 in sorted(cs2 | {1}):
+                        u1, u2, P1, P2 = c1 * x1, c2 * x2, c1 * p1, c2 * p2
+                        out += [
+                            z3.Implies(u1 == u2, P1 == P2),
+                            z3.Implies(u2 == u1 + 1, P2 == P1 + y),
+                            z3.Implies(u1 == u2 + 1, P1 == P2 + y),
+                            z3.Implies(z3.And(y >= 0, u1 < u2), P1 + y <= P2),
+                            z3.Implies(z3.And(y >= 0, u2 < u1), P2 + y <= P1),
+                            # (a size's ceiling quotient is in normal form -((-N) // 256): y < 0)
+                            z3.Implies(z3.And(y <= 0, u1 < u2), P2 <= P1 + y),
+                            z3.Implies(z3.And(y <= 0, u2 < u1), P1 <= P2 + y),
+                        ]
                 break
     return out
 

@@ -59,6 +59,41 @@ def test_every_fact_of_the_abstraction_holds_of_the_real_operations(a, b, c, d):
     assert s.check() == z3.sat
 
 
+@settings(max_examples=150, deadline=None)
+@given(INTS, INTS, INTS, st.sampled_from([-3, 2, 8]))
+def test_facts_of_products_with_constant_multipliers_hold(a, b, c, k):
+    # q * (k * y) is k * (q * y): the facts compare k * q with the other products' cofactors
+    x, y, z = (z3.Int(n) for n in "xyz")
+    (p1, p2, q1), facts = _abstract_terms(lambda: (
+        Z.mul(x, Z.mul(y, Z.bv(k))), Z.mul(z, y), Z.floordiv(z, Z.mul(y, Z.bv(k)))))
+    s = z3.Solver()
+    s.add(*facts, x == a, y == b, z == c, p1 == a * b * k, p2 == c * b)
+    if b != 0:
+        s.add(q1 == c // (b * k))
+    assert s.check() == z3.sat
+
+
+def test_a_grouped_tile_order_keeps_its_group_inside_the_tile_rows():
+    # grp = tile // (GROUP * TN) with tile < TM * TN: grp * GROUP < TM (so a group has a row), which
+    # needs the product of the quotient and 8 * TN compared with TM * TN through their factor TN
+    an = Analysis(compile_file(ROOT / "specs" / "vecadd.arg"))
+    an.finish(10.0)
+
+    def build(q, claim):
+        tile, tm, tn = z3.Int("tile"), z3.Int("TM"), z3.Int("TN")
+        q.add(tile >= 0, tm >= 1, tn >= 1, tile < Z.mul(tm, tn))
+        grp = Z.floordiv(tile, Z.mul(Z.bv(8), tn))
+        q.add(Z.Not(claim(Z.mul(grp, Z.bv(8)), tm)))
+        return tile
+
+    res = Q.prove_in_ints(an, 10.0, lambda q: build(q, Z.Lt), abstract=True, rlimit=Q.ABSTRACT_RLIMIT)
+    assert res is not None and res[0].status == "proved"
+    # and not the false claim that the group's last row is inside too
+    false = Q.prove_in_ints(an, 10.0, lambda q: build(q, lambda g, tm: Z.Le(Z.add(g, Z.bv(8)), tm)),
+                            abstract=True, rlimit=Q.ABSTRACT_RLIMIT)
+    assert false is None
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(-5, 5), st.integers(0, 3)), min_size=1, max_size=4),
        st.integers(-40, 40), st.sampled_from([2, 3, 4, 132]), st.lists(st.integers(-50, 50), min_size=4, max_size=4))

@@ -1,0 +1,121 @@
+"""The last writer of a read from a TMA-fed shared buffer, among finitely many candidate writes.
+
+The general resolution (smt.memory `resolve`) lets a read see a write at any instance that no
+candidate instance overwrote (`alive`). That leaves a free instance in every query: in a persistent
+kernel, whose ring position is `tile_index * KT + kt`, the solver must work out in each tag query
+which tile and k step wrote the stage, and it gives up. For a buffer that only TMA copies write
+(block-uniform boxes, one issuing thread), the writer of each read is settled once, with no tags, by
+integer queries on the read's own instance:
+
+* completeness: every write instance that covers the element before the read is one of the
+  candidate instances of its statement (smt.program `recent_before`: the refill two k steps back, the
+  previous tile's prefetch, ...) or is overwritten by one of them before the read;
+* reach: a candidate that can never be the last of them to cover the element is dropped.
+
+With completeness proved, a read sees the last of the kept candidates that covers its element, and
+no other write: the tag queries choose among a few instances at fixed offsets from the read's, and
+the choice is forced. A read whose completeness query the solver does not settle keeps the general
+resolution. Each query is unsatisfiable on an over-approximation (smt.zops `ABSTRACT`), or is not
+used: a dropped candidate is one proved never to be the last writer.
+"""
+
+from __future__ import annotations
+
+import attrs
+import z3
+
+from argus_verify.smt import program as P
+from argus_verify.smt import zops as Z
+
+# Z3's resource budget of the completeness query and of each reach query (the final Hopper GEMM's
+# take at most a few million: well under a second)
+RLIMIT = 20_000_000
+
+
+@attrs.define
+class Candidate:
+    W: object  # the write record (smt.records.ShWrite)
+    index: int  # its position in the statement's candidate list (the same in every query)
+    inst: object
+    covers: object  # it executes, covers the element and precedes the read
+
+
+def eligible(an, rd) -> bool:
+    """Reads, in a kernel that uses TMA or wgmma, of a buffer that only TMA copies and stores write,
+    each a block-uniform box (whether it covers an element is a comparison of coordinates)."""
+    writers = an.sh_writes.get(rd.alloc.name, [])
+    return an.hopper and bool(writers) and rd.alloc.injective and \
+        all(W.kind in ("tma", "store") and (W.footprint() or ("",))[0] == "box" for W in writers)
+
+
+def candidates(an, S, ctx, rd, r_inst, e, keep=None) -> list:
+    """The candidate writes of element e for the read at r_inst (those of `keep` alone, when given)."""
+    out = []
+    for W in an.sh_writes[rd.alloc.name]:
+        for j, (k_inst, exists) in enumerate(P.recent_before(S, ctx, W.node, r_inst, an.window)):
+            if keep is not None and (id(W), j) not in keep:
+                continue
+            covers = Z.And(exists, W.executes_uniform(S, ctx, k_inst), W.covers(S, ctx, k_inst, e),
+                           P.before(k_inst, r_inst))
+            out.append(Candidate(W, j, k_inst, covers))
+    return out
+
+
+def last(cands: list) -> list:
+    """For each candidate: it covers the element, and no other candidate covers it later."""
+    return [Z.And(a.covers, *[Z.Not(Z.And(b.covers, P.before(a.inst, b.inst))) for b in cands if b is not a])
+            for a in cands]
+
+
+def plan(an, rd) -> set | None:
+    """The candidates (id(W), index) that can be the read's last writer, when completeness is proved
+    (None otherwise)."""
+    from argus_verify.smt.query import Query
+
+    saved = (Z.MODE, Z._SINK, dict(Z._RANGE), dict(Z._DIVS), dict(Z.STATS))
+    try:
+        Z.ABSTRACT = True
+        q = Query(an, an.timeout_s, "int")
+        S = q.S
+        ctx = an.new_ctx(S)
+        r = P.new_inst(S, ctx, rd.node, "r")
+        t, v = S.var("t"), S.var("v")
+        c = rd.coords.coords(t, v, Z.OPS)
+        e = rd.view.elem(S, ctx, r, t, c)
+        # (neither the read's conditions nor its bounds are assumed: a query may evaluate a value it
+        # then discards, and every evaluation must find its writer among the kept candidates)
+        q.add(ctx.cons, r.cons, t >= 0, t < an.T, v >= 0, v < rd.values)
+        cands = candidates(an, S, ctx, rd, r, e)
+        missed = []
+        for W in an.sh_writes[rd.alloc.name]:
+            w = P.new_inst(S, ctx, W.node, "w")
+            mine = [a.inst for a in cands if a.W is W]
+            missed.append(Z.And(
+                w.cons, W.executes_uniform(S, ctx, w), W.covers(S, ctx, w, e), P.before(w, r),
+                *[Z.Not(P.same_instance(w, k)) for k in mine],
+                *[Z.Not(Z.And(a.covers, P.before(w, a.inst))) for a in cands],
+            ))
+        lasts = last(cands)
+        Z.end_defs()
+        Z.ABSTRACT = False
+        base = list(q.cons) + list(q.defs)
+
+        def possible(cond) -> bool:
+            # (a fresh solver each time: the incremental one, after a push, at times spends minutes
+            # outside the resource count)
+            s = z3.Solver()
+            s.set("rlimit", RLIMIT)
+            s.add(*base, cond)
+            return s.check() != z3.unsat  # (unknown counts as possible)
+
+        if possible(Z.Or(*missed)):
+            return None
+        return {(id(a.W), a.index) for a, valid in zip(cands, lasts, strict=True) if possible(valid)}
+    finally:
+        Z.ABSTRACT = False
+        Z.MODE, Z._SINK = saved[0], saved[1]
+        Z._RANGE.clear()
+        Z._RANGE.update(saved[2])
+        Z._DIVS.clear()
+        Z._DIVS.update(saved[3])
+        Z.STATS.update(saved[4])
