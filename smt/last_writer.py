@@ -24,6 +24,7 @@ from __future__ import annotations
 import attrs
 import z3
 
+from argus_verify import ir, roles
 from argus_verify.smt import program as P
 from argus_verify.smt import zops as Z
 
@@ -41,10 +42,15 @@ class Candidate:
 
 
 def eligible(an, rd) -> bool:
-    """Reads, in a kernel that uses TMA or wgmma, of a buffer that only TMA copies and stores write,
-    each a block-uniform box (whether it covers an element is a comparison of coordinates)."""
+    """Reads, in a kernel that uses TMA or wgmma (without warpgroup roles or clusters), of a buffer
+    that only TMA copies and stores write, each a block-uniform box (whether it covers an element is
+    a comparison of coordinates)."""
+    if not an.hopper or roles.has_roles(an.k) or ir.uses_cluster(an.k):
+        # (warpgroup roles: the producer's branch precedes the consumers' in program order, which is
+        # not the order the mbarriers impose; clusters: multicast writes reach other CTAs' buffers)
+        return False
     writers = an.sh_writes.get(rd.alloc.name, [])
-    return an.hopper and bool(writers) and rd.alloc.injective and \
+    return bool(writers) and rd.alloc.injective and \
         all(W.kind in ("tma", "store") and (W.footprint() or ("",))[0] == "box" for W in writers)
 
 
@@ -72,8 +78,7 @@ def plan(an, rd) -> set | None:
     (None otherwise)."""
     from argus_verify.smt.query import Query
 
-    saved = (Z.MODE, Z._SINK, dict(Z._RANGE), dict(Z._DIVS), dict(Z.STATS))
-    try:
+    with Z.side_query():
         Z.ABSTRACT = True
         q = Query(an, an.timeout_s, "int")
         S = q.S
@@ -111,11 +116,3 @@ def plan(an, rd) -> set | None:
         if possible(Z.Or(*missed)):
             return None
         return {(id(a.W), a.index) for a, valid in zip(cands, lasts, strict=True) if possible(valid)}
-    finally:
-        Z.ABSTRACT = False
-        Z.MODE, Z._SINK = saved[0], saved[1]
-        Z._RANGE.clear()
-        Z._RANGE.update(saved[2])
-        Z._DIVS.clear()
-        Z._DIVS.update(saved[3])
-        Z.STATS.update(saved[4])

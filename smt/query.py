@@ -300,8 +300,7 @@ def prove_in_ints(an, timeout_s: float, build, abstract: bool = False, rlimit: i
     Anything but a proof (a model, the budget spent) returns None and the caller searches as
     before, in the bit-vector query it built first; the module's encoding state is restored for
     it. Returns (Outcome, Query, terms) or None."""
-    saved = (Z.MODE, Z._SINK, dict(Z._RANGE), dict(Z._DIVS), dict(Z.STATS))
-    try:
+    with Z.side_query():
         t0 = time.perf_counter()
         Z.ABSTRACT = abstract
         qi = Query(an, timeout_s, "int")
@@ -315,23 +314,17 @@ def prove_in_ints(an, timeout_s: float, build, abstract: bool = False, rlimit: i
         if s.check() == z3.unsat:
             return Outcome("proved", seconds=time.perf_counter() - t0), qi, terms
         return None
-    finally:
-        Z.ABSTRACT = False
-        Z.MODE, Z._SINK = saved[0], saved[1]
-        Z._RANGE.clear()
-        Z._RANGE.update(saved[2])
-        Z._DIVS.clear()
-        Z._DIVS.update(saved[3])
-        Z.STATS.update(saved[4])
 
 
-def solve(an, timeout_s: float, build, validate: bool = True, minimize: bool = True):
+def solve(an, timeout_s: float, build, validate: bool = True, minimize: bool = True, abstract: bool = True):
     """Build a query with `build(q) -> terms` and solve it in the encoding that suits it.
 
     A first build (bit-vectors, the usual choice) shows what the formula needs: bit operations (swizzles,
     lane xors) go to bit-vectors; division by constants that are not powers of two (stage indices
     modulo 3) or by a size (g // N) go to integers; anything else to bit-vectors, which are faster
-    on the small layout arithmetic. When the solver gives up in one encoding the other gets a turn
+    on the small layout arithmetic. `abstract=False` skips the first attempt on the abstraction of
+    products (address queries: races and bank conflicts compare swizzled offsets, which it decomposes
+    bit by bit and spends its budget on without a proof). When the solver gives up in one encoding the other gets a turn
     (time slices of the per-query limit: 30%, 30%, then the rest to the first). Returns (Outcome,
     Query, terms)."""
     q = Query(an, timeout_s, "bv")
@@ -340,7 +333,7 @@ def solve(an, timeout_s: float, build, validate: bool = True, minimize: bool = T
     # (a division by a size, g // N, bit-blasts into a 64-bit divider circuit that the bit-vector
     # solver rarely settles in time; the integer solver's nonlinear arithmetic does at once)
     first = "int" if ((nonpow2 >= 3 or symdiv) and not bits) else "bv"
-    if (symdiv or Z.STATS["nonlinear"]) and ABSTRACT_RLIMIT:
+    if (symdiv or Z.STATS["nonlinear"]) and ABSTRACT_RLIMIT and abstract:
         quick = prove_in_ints(an, timeout_s, build, abstract=True, rlimit=ABSTRACT_RLIMIT)
         if quick is not None:
             return quick

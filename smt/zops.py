@@ -26,6 +26,8 @@ interpreter (`NumpyOps`) and the PTX emitter.
 
 from __future__ import annotations
 
+import contextlib
+
 import z3
 
 MAX_SIZE = 1 << 20  # sizes range over 1..MAX_SIZE unless `requires` or --shape says more
@@ -50,6 +52,24 @@ def set_mode(mode: str) -> None:
     global MODE
     assert mode in ("int", "bv")
     MODE = mode
+
+
+@contextlib.contextmanager
+def side_query():
+    """Build and solve a query beside the one being built: the module's encoding state (mode, sink,
+    range facts, quotient definitions, statistics) is restored afterwards, and the abstraction off."""
+    global MODE, _SINK, ABSTRACT
+    saved = (MODE, _SINK, dict(_RANGE), dict(_DIVS), dict(STATS))
+    try:
+        yield
+    finally:
+        ABSTRACT = False
+        MODE, _SINK = saved[0], saved[1]
+        _RANGE.clear()
+        _RANGE.update(saved[2])
+        _DIVS.clear()
+        _DIVS.update(saved[3])
+        STATS.update(saved[4])
 
 
 def begin_query() -> list:

@@ -70,7 +70,7 @@ def bank_conflict(an, info, acc, timeout):
         explicit = acc.node.stmt.op.vec
     build = partial(bank_query, an=an, info=info, acc=acc, explicit=explicit)
     res, q, (ctx, inst, warp, l1, l2, g, e1, e2, o1, o2, by1, by2, w1, width_bytes) = solve(
-        an, timeout, build, validate=False
+        an, timeout, build, validate=False, abstract=False
     )
     if res.status != "violated":
         proved = f"{sh_opname(acc)} of {info.name} is free of bank conflicts"

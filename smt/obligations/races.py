@@ -75,7 +75,8 @@ def check_races(an, timeout) -> list:
 
 
 def race_pair(an, X, Y, timeout):
-    res, q, (ctx, x, y, t1, t2, v1, v2, e1, o1) = solve(an, timeout, partial(race_query, an=an, X=X, Y=Y))
+    res, q, (ctx, x, y, t1, t2, v1, v2, e1, o1) = solve(an, timeout, partial(race_query, an=an, X=X, Y=Y),
+                                                              abstract=False)
     span = span_of(Y.node)
     if res.status != "violated":
         return result_from(res, "race", span, "race freedom could not be proved", "no race")
