@@ -1,11 +1,11 @@
-"""The last writer of a read from a TMA-fed shared buffer, among finitely many candidate writes.
+"""The last writer of a read from a TMA-fed or stored shared buffer, among finitely many candidate writes.
 
 The general resolution (smt.memory `resolve`) lets a read see a write at any instance that no
 candidate instance overwrote (`alive`). That leaves a free instance in every query: in a persistent
 kernel, whose ring position is `tile_index * KT + kt`, the solver must work out in each tag query
-which tile and k step wrote the stage, and it gives up. For a buffer that only TMA copies write
-(block-uniform boxes, one issuing thread), the writer of each read is settled once, with no tags, by
-integer queries on the read's own instance:
+which tile and k step wrote the stage, and it gives up. For a buffer that only TMA copies and stores
+write (block-uniform boxes), the writer of each read is settled once, with no tags, by integer
+queries on the read's own instance:
 
 * completeness: every write instance that covers the element before the read is one of the
   candidate instances of its statement (smt.program `recent_before`: the refill two k steps back, the
