@@ -139,7 +139,8 @@ class Analysis(
         the walk so that every write record exists when the invariants are checked."""
         self.timeout_s = timeout_s
         self.check_generic_tma_reads()
-        # the writers of TMA-fed reads, settled once for every query (smt.last_writer)
+        # the writers of reads of TMA-fed and stored buffers, settled once for every query and every
+        # forked step (smt.last_writer)
         for rds in self.sh_reads.values():
             for rd in rds:
                 if LW.eligible(self, rd):

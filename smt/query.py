@@ -284,8 +284,9 @@ ABSTRACT_RLIMIT = 10_000_000
 def prove_in_ints(an, timeout_s: float, build, abstract: bool = False, rlimit: int | None = None):
     """A proof of a query in the integer encoding, within a small budget.
 
-    With `abstract`, each product of two unknowns and each quotient by an unknown is a fresh
-    variable bound only by facts true of the real operation (smt.zops `ABSTRACT`): the query then
+    With `abstract`, each product of two unknowns and each quotient by an unknown is an
+    uninterpreted function's application bound only by facts true of the real operation (smt.zops
+    `ABSTRACT`): the query then
     has more models than the exact one, so its unsatisfiability is still a proof, and the solver
     stays in linear arithmetic, where it decides the ring positions of persistent kernels
     (`tile_index * KT + kt`) that defeat its nonlinear reasoning.
@@ -324,9 +325,9 @@ def solve(an, timeout_s: float, build, validate: bool = True, minimize: bool = T
     modulo 3) or by a size (g // N) go to integers; anything else to bit-vectors, which are faster
     on the small layout arithmetic. `abstract=False` skips the first attempt on the abstraction of
     products (address queries: races and bank conflicts compare swizzled offsets, which it decomposes
-    bit by bit and spends its budget on without a proof). When the solver gives up in one encoding the other gets a turn
-    (time slices of the per-query limit: 30%, 30%, then the rest to the first). Returns (Outcome,
-    Query, terms)."""
+    bit by bit and spends its budget on without a proof). When the solver gives up in one encoding
+    the other gets a turn (time slices of the per-query limit: 30%, 30%, then the rest to the
+    first). Returns (Outcome, Query, terms)."""
     q = Query(an, timeout_s, "bv")
     terms = build(q)
     bits, nonpow2, symdiv = Z.STATS["bitops"], Z.STATS["nonpow2"], Z.STATS["symdiv"]

@@ -39,9 +39,9 @@ STATS = {"bitops": 0, "nonpow2": 0, "symdiv": 0, "nonlinear": 0}  # symdiv: divi
 _SINK: list | None = None  # bv mode: definitions of constant-division quotients
 _DIVS: dict = {}
 # With ABSTRACT set (integer encoding, while a query is built), a product of two non-constants and a
-# quotient by a non-constant become fresh variables constrained by facts that hold of the real
-# operations (signs, monotonicity, the next multiple; see _nonlinear_facts): an over-approximation,
-# so an unsatisfiable abstract query is a proof, and any model of it is not trusted.
+# quotient by a non-constant become applications of uninterpreted functions constrained by facts that
+# hold of the real operations (signs, monotonicity, the next multiple; see _nonlinear_facts): an
+# over-approximation, so an unsatisfiable abstract query is a proof, and any model of it is not trusted.
 ABSTRACT = False
 _PRODS: dict = {}  # (id a, id b) -> (a, b, a * b, the constants it is multiplied by)
 _QUOTS: dict = {}  # (id a, id b) -> (a, b, a // b)
@@ -57,19 +57,18 @@ def set_mode(mode: str) -> None:
 @contextlib.contextmanager
 def side_query():
     """Build and solve a query beside the one being built: the module's encoding state (mode, sink,
-    range facts, quotient definitions, statistics) is restored afterwards, and the abstraction off."""
+    abstraction, range facts, quotient definitions, abstracted products and quotients, statistics)
+    is restored afterwards."""
     global MODE, _SINK, ABSTRACT
-    saved = (MODE, _SINK, dict(_RANGE), dict(_DIVS), dict(STATS))
+    saved = (MODE, _SINK, ABSTRACT)
+    tables = [(t, dict(t)) for t in (_RANGE, _DIVS, _PRODS, _QUOTS, STATS)]
     try:
         yield
     finally:
-        ABSTRACT = False
-        MODE, _SINK = saved[0], saved[1]
-        _RANGE.clear()
-        _RANGE.update(saved[2])
-        _DIVS.clear()
-        _DIVS.update(saved[3])
-        STATS.update(saved[4])
+        MODE, _SINK, ABSTRACT = saved
+        for table, content in tables:
+            table.clear()
+            table.update(content)
 
 
 def begin_query() -> list:
