@@ -14,6 +14,8 @@ tensor or shared allocation; a load/store pairs a view with a fragment coordinat
 
 from __future__ import annotations
 
+import functools
+
 import attrs
 import numpy as np
 
@@ -507,6 +509,12 @@ class Assign:
     span: Span = attrs.field(default=NO_SPAN, eq=False)
 
 
+@functools.lru_cache(maxsize=256)
+def _cosize(layout) -> int:
+    """A layout's cosize, once per layout (the protocol skeleton asks for it at every shared access)."""
+    return layout.cosize
+
+
 @attrs.frozen
 class SharedAlloc:
     name: str
@@ -517,7 +525,7 @@ class SharedAlloc:
 
     @property
     def size_elems(self) -> int:
-        return self.layout.cosize
+        return _cosize(self.layout)
 
 
 @attrs.frozen

@@ -36,6 +36,7 @@ the producer/consumer form).
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import time
@@ -284,6 +285,8 @@ class Skeleton(BulkSteps):
         # iterations of each execution whose states are recorded
         self.pump_checks: dict = {}
         self.pump_seen: dict = {}  # id(For) -> per execution, {iteration: state digest}
+        self.snap_loop: ir.For | None = None  # a loop of the kernel's body whose iterations are saved
+        self.snapshots: dict = {}  # iteration of snap_loop -> the state at its start (`save`)
 
     # -- integers -------------------------------------------------------------------------------
     def ev(self, e: ir.IExpr, env):
@@ -334,17 +337,7 @@ class Skeleton(BulkSteps):
             env[s.name] = np.where(active, self.ev(s.value, env), env.get(s.name, 0)) \
                 if np.ndim(self.ev(s.value, env)) or s.name in env else self.ev(s.value, env)
         elif isinstance(s, ir.For):
-            lo, hi = self.uni(s.start, env, active), self.uni(s.stop, env, active)
-            trips = max(0, -(-(hi - lo) // s.step))
-            self.trips.append((s.span.line if s.span else 0, trips))
-            check = self.pump_checks.get(id(s))
-            for i in range(lo, hi, s.step):
-                if check is not None:
-                    self.pump_fixpoint(s, (i - lo) // s.step, trips, *check)
-                env[s.var] = i
-                self.loop[s.var] = i
-                self.run(s.body, env, active)
-            self.loop.pop(s.var, None)
+            self.iterate(s, env, active)
         elif isinstance(s, ir.If):
             c = np.broadcast_to(np.asarray(self.ev(s.cond, env)) != 0, (self.T,))
             self.run(s.then, env, active & c)
@@ -376,12 +369,59 @@ class Skeleton(BulkSteps):
             self.retired_unpublished = []  # every warpgroup's retirements are now known to all threads
             self.releases_open, self.releases_done = {}, {}
 
-    def pump_fixpoint(self, loop: ir.For, j: int, trips: int, first: int, last: int) -> None:
+    def iterate(self, s: ir.For, env, active, first: int = 0) -> None:
+        """Loop s, from its iteration `first` on (a run resumed from a snapshot starts later)."""
+        lo, hi = self.uni(s.start, env, active), self.uni(s.stop, env, active)
+        trips = max(0, -(-(hi - lo) // s.step))
+        if not first:
+            self.trips.append((s.span.line if s.span else 0, trips))
+        check = self.pump_checks.get(id(s))
+        for i in range(lo + first * s.step, hi, s.step):
+            j = (i - lo) // s.step
+            if s is self.snap_loop:
+                self.snapshots[j] = self.save()
+            if check is not None:
+                self.pump_fixpoint(s, j, trips, *check)
+            env[s.var] = i
+            self.loop[s.var] = i
+            self.run(s.body, env, active)
+        self.loop.pop(s.var, None)
+
+    # -- snapshots: runs that share a prefix (smt/protocol_pump_trips.py, the prefix lemma) ---------
+    def save(self) -> dict:
+        """A copy of everything the run changes (the constants and the snapshots aside; the tags too
+        where they are not followed)."""
+        keep = set(_pump_classes()[1]) | {"snapshots", "snap_loop"} | (set() if self.gemm else {"tag"})
+        return copy.deepcopy({k: v for k, v in vars(self).items() if k not in keep})
+
+    def resume(self, saved: dict, loop: ir.For, j: int) -> None:
+        """Run this skeleton's world from iteration j of `loop` (a statement of the kernel's body), the
+        state taken from `saved`, a snapshot at that iteration of a world whose occurrences agree
+        with this one's up to there (the lets before the loop are evaluated in this world)."""
+        for k, v in saved.items():  # (the caller's copy: it is changed)
+            setattr(self, k, v)
+        body = self.k.body
+        at = next(n for n, x in enumerate(body) if x is loop)
+        env: dict = {}
+        active = np.ones(self.T, dtype=bool)
+        for x in body[:at]:
+            if isinstance(x, ir.Let):
+                self.step(x, env, active)
+        check = self.pump_checks.get(id(loop))
+        if check is not None and self.pump_seen.get(id(loop)) and j > check[0]:
+            # this execution's record was begun in the snapshot's world: it runs this world's trips
+            self.pump_seen[id(loop)][-1]["trips"] = max(0, -(-(self.uni(loop.stop, env, active) -
+                                                               self.uni(loop.start, env, active)) // loop.step))
+        self.iterate(loop, env, active, first=j)
+        self.run(body[at + 1:], env, active)
+
+    def pump_fixpoint(self, loop: ir.For, j: int, trips: int, first: int, last: int, period: int) -> None:
         """Record the state at iteration j of an execution of a pumped loop that runs `trips` times
-        (its fixed point is looked for among iterations first..last; smt/protocol_pump.py)."""
+        (its fixed point is looked for at the heads first..last - period, each state compared with
+        the one a period later; smt/protocol_pump.py)."""
         from argus_verify.smt.protocol_pump import fingerprint
 
-        if first <= j <= last:
+        if first <= j <= last and (j <= last - period or j >= first + period):
             execs = self.pump_seen.setdefault(id(loop), [])
             if j == first:
                 execs.append({"trips": trips})
@@ -557,15 +597,18 @@ class Skeleton(BulkSteps):
                 self.try_complete(name, i, s.span)
             return
         # wait
-        for j, i in enumerate(idx):
-            i, p = int(i), int(val[j]) % 2
-            if j and (i, p) == (int(idx[j - 1]), int(val[j - 1]) % 2):
-                continue
-            self.wait(s, name, i, p)
+        if len(idx) and (idx == idx[0]).all() and (val % 2 == val[0] % 2).all():  # (the usual case, at once)
+            self.wait(s, name, int(idx[0]), int(val[0]) % 2)
+        else:
+            for j, i in enumerate(idx):
+                i, p = int(i), int(val[j]) % 2
+                if j and (i, p) == (int(idx[j - 1]), int(val[j - 1]) % 2):
+                    continue
+                self.wait(s, name, i, p)
         # A passed wait has seen its barrier's last completed phase, so every release completed on it
         # (phases complete in order): the waiting warpgroups know those retirements.
         waiters = set((self.tids[active] // hopper.WARPGROUP).tolist())
-        for i in set(int(x) for x in idx):
+        for i in np.unique(idx).tolist():
             for e, wg in self.releases_done.get((name, i), ()):
                 for w in waiters:
                     e.setdefault("released_to", {}).setdefault(w, set()).add(wg)
@@ -1138,47 +1181,98 @@ def _pump_runs(kernel, base: dict, found: dict, periodic, clean: list) -> tuple[
     `clean`: size combinations the bounded runs took to the end without a finding; a pump run whose
     trip counts one of them has, and that records no state, is not repeated (lemma E: the same trip
     counts, the same protocol)."""
-    from argus_verify.smt.protocol_pump import plan, trip_value
+    from argus_verify.smt.protocol_pump import plan
+    from argus_verify.smt.protocol_pump_trips import trips_of
 
-    pl, why, refuted = plan(kernel, base, periodic)
+    def probe(sizes, block, checks):
+        sk = Skeleton(kernel, sizes, tuple(block.get(f"block_id.{a}", 0) for a in "xyz"),
+                      tuple(max(1, int(ir.eval_int(g, sizes))) for g in kernel.grid))
+        sk.gemm, sk.pump_checks = None, checks
+        try:
+            sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
+            sk.bulk_exit()
+        except (Violation, KeyError, ZeroDivisionError, IndexError):
+            return None
+        return sk.pump_seen
+
+    # (the argument over trip counts costs seconds of lemmas and hundreds of runs: not for a kernel
+    # whose protocol the bounded runs already found violated)
+    pl, why, refuted = plan(kernel, base, periodic, None if found else probe)
     if pl is None:
         return None, {"reason": why, "refuted": refuted}
     seen: dict = {}  # id(For) -> every execution's {iteration: state digest}, over all runs
     single = len(pl.pumps) == 1
     heads: dict = {}
     runs = 0
-    consts = dict(kernel.consts)
+    pumped = [p.loop for p in pl.pumps]
+    blocks = pl.blocks or ({},) * len(pl.combos)
     done = set()
-    for c in clean:
+    for c in clean:  # (run for block 0)
         try:
-            done.add(tuple(trip_value(p.loop, c, consts) for p in pl.pumps))
+            done.add(trips_of(pumped, c, {}, kernel))
         except (KeyError, ZeroDivisionError):
             pass
-    for sizes, checks in zip(pl.combos, pl.fixpoints, strict=True):
+    order = list(range(len(pl.combos)))
+    prefix = pl.prefix[0].node if pl.prefix else None
+    if prefix is not None:
+        # runs that differ only in the prefix loop's trip count share its iterations up to their tail
+        # (the prefix lemma): each group's longest run saves its state at every iteration, and the
+        # others resume from it
+        xi = pumped.index(pl.prefix[0])
+        trips_by = [trips_of(pumped, c, b, kernel) for c, b in zip(pl.combos, blocks, strict=True)]
+        order.sort(key=lambda n: (trips_by[n][:xi] + trips_by[n][xi + 1:], -trips_by[n][xi]))
+        single = False
+    longest: dict = {}  # the other loops' trip counts -> (the group's snapshots, its checks)
+    for n in order:
+        sizes, block, checks = pl.combos[n], blocks[n], pl.fixpoints[n]
         try:
             grid = tuple(max(1, int(ir.eval_int(g, sizes))) for g in kernel.grid) + (1, 1)
         except (KeyError, ZeroDivisionError):
             return None, {"reason": f"no grid for {sizes}"}
-        if not checks and tuple(trip_value(p.loop, sizes, consts) for p in pl.pumps) in done:
+        trips = trips_of(pumped, sizes, block, kernel)
+        if prefix is None and not checks and trips in done:
             runs += 1
             continue
-        sk = Skeleton(kernel, sizes, (0, 0, 0), grid[:3])
-        sk.gemm = None  # the protocol alone (the tags are followed on the other runs)
-        sk.pump_checks = checks
+        group = trips[:xi] + trips[xi + 1:] if prefix is not None else None
         runs += 1
+
+        def world(sizes=sizes, block=block, grid=grid, checks=checks):
+            # (a block past the grid is a world of the argument by trip counts: protocol_pump_trips.py)
+            sk = Skeleton(kernel, sizes, tuple(block.get(f"block_id.{a}", 0) for a in "xyz"), grid[:3])
+            sk.gemm = None  # the protocol alone (the tags are followed on the other runs)
+            sk.pump_checks = checks
+            return sk
+
+        sk = world()
         try:
-            sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
+            if group is not None and group in longest:
+                snaps, sk.pump_checks = longest[group]
+                at = max(0, trips[xi] - pl.prefix[1])
+                later = at == 0 and trips[xi] > 0  # (trip counts 0 .. tail all start at iteration 0)
+                sk.resume(copy.deepcopy(snaps[at]) if later else snaps.pop(at), prefix, at)
+            else:
+                if group is not None:
+                    sk.snap_loop = prefix
+                sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
+                if group is not None:
+                    longest[group] = (sk.snapshots, checks)
+                    sk.snapshots, sk.snap_loop = {}, None
             sk.bulk_exit()
         except Violation as v:
-            found.setdefault(v.obligation, v)
-            return None, {"reason": f"a run found {v.obligation} violated"}
+            finding = v
+            if group is not None and group in longest:  # the finding again, from the start: its messages
+                finding = _from_start(world(), kernel)  # (loop positions) come from this world's run alone
+                if finding is None:
+                    return None, {"reason": "a run resumed from a snapshot found what the run from the start does not"}
+            found.setdefault(finding.obligation, finding)
+            return None, {"reason": f"a run found {finding.obligation} violated"}
         except (KeyError, ZeroDivisionError, IndexError) as e:
             return None, {"reason": f"a run stopped ({type(e).__name__}: {e})"}
         for key, execs in sk.pump_seen.items():
             seen.setdefault(key, []).extend(execs)
         if single:  # the combinations come in the order of the trip count: stop once a head is settled
             (p,) = pl.pumps
-            upto = trip_value(p.loop, sizes, consts)
+            (upto,) = trips
             head = _pump_head(kernel, p, seen.get(id(p.loop.node), []), upto)
             if head is not None:
                 heads[id(p.loop.node)] = (head, upto)
@@ -1190,15 +1284,35 @@ def _pump_runs(kernel, base: dict, found: dict, periodic, clean: list) -> tuple[
                 return None, {"reason": f"the protocol state of the loop at line {p.loop.line} is not the same "
                                         f"after {p.L} iterations, from any iteration up to {max(p.heads)}"}
             heads[id(p.loop.node)] = (head, p.trips_run - 1)
-    first = {id(p.loop.node): min(trip_value(p.loop, c, consts) for c in pl.combos) for p in pl.pumps}
+    run_trips = [trips_of(pumped, c, b, kernel) for c, b in zip(pl.combos, blocks, strict=True)]
+    first = {id(p.loop.node): min(t[n] for t in run_trips) for n, p in enumerate(pl.pumps)}
     loops = [{"line": p.loop.line, "size": p.size, "period": p.L, "head": heads[id(p.loop.node)][0], "tail": p.B,
-              "growth": p.delta, "trip_counts_run": [first[id(p.loop.node)], heads[id(p.loop.node)][1]]}
+              "growth": p.delta, "trip_counts_run": [first[id(p.loop.node)], heads[id(p.loop.node)][1]],
+              **({"witness": p.witness} if p.witness else {})}
              for p in pl.pumps]
     what = "; ".join(f"the loop at line {x['line']} every trip count from {x['trip_counts_run'][0]} to "
                      f"{x['trip_counts_run'][1]}"
                      for x in loops) or "one run"
-    scope = f"for all sizes: {runs} runs ({what}), and pumping lemmas proved with Z3 cover every other size"
+    lemmas = "pumping lemmas over trip counts proved with Z3 cover every other size and block" if pl.blocks \
+        else "pumping lemmas proved with Z3 cover every other size"
+    scope = f"for all sizes: {runs} runs ({what}), and {lemmas}"
     return scope, {"runs": runs, "loops": loops}
+
+
+def _from_start(sk, kernel) -> Violation | None:
+    """The violation a skeleton's run from the start finds, if any."""
+    try:
+        sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
+        sk.bulk_exit()
+    except Violation as v:
+        return v
+    return None
+
+
+def _pump_classes() -> tuple:
+    from argus_verify.smt.protocol_pump import CONSTANT, STATE
+
+    return STATE, CONSTANT
 
 
 def _pump_head(kernel, p, execs: list, upto: int) -> int | None:

@@ -70,6 +70,7 @@ class Occurrence:
     loops: tuple  # enclosing Loops, outermost first
     line: int
     stop_of: ir.For | None = None  # the loop whose stop this is (its trip count is compared instead)
+    start_of: ir.For | None = None  # the loop whose start this is
 
 
 class Unsupported(Exception):
@@ -153,7 +154,7 @@ def occurrences(kernel: ir.Kernel) -> tuple[list, list]:
             elif isinstance(s, ir.For):
                 lp = Loop(s, _subst(s.start, scope), _subst(s.stop, scope), tuple(stack))
                 loops.append(lp)
-                occ.append(Occurrence(lp.start, "exact", tuple(stack), lp.line))
+                occ.append(Occurrence(lp.start, "exact", tuple(stack), lp.line, start_of=s))
                 occ.append(Occurrence(lp.stop, "exact", tuple(stack), lp.line, s))
                 inner = dict(scope)
                 inner.pop(s.var, None)
@@ -422,6 +423,7 @@ class Pump:
     B: int
     L: int
     lemmas: object = attrs.field(eq=False, repr=False, default=None)  # (A, B) -> shrinking and lemma P hold
+    witness: str = ""  # by trip counts (smt/protocol_pump_trips.py): the shrinking witness, e.g. "block_id.x + 792"
 
     @property
     def trips_run(self) -> int:
@@ -434,6 +436,9 @@ class Plan:
     pumps: tuple
     combos: tuple  # size vectors to run; the trip counts each pumped loop gets in them
     fixpoints: tuple  # per combo: {id(For): (first, last)}: the iterations whose states are recorded
+    blocks: tuple = ()  # per combo: {block id: value} (by trip counts; else block 0)
+    prefix: tuple = ()  # (Loop, tail): runs that differ in its trip count alone share its iterations
+    # below their trip count less the tail (protocol_pump_trips.prefix_tail)
 
 
 def trip_value(lp: Loop, sizes: dict, consts: dict) -> int:
@@ -442,36 +447,37 @@ def trip_value(lp: Loop, sizes: dict, consts: dict) -> int:
     return max(0, -(-(hi - lo) // lp.node.step))
 
 
-def plan(kernel: ir.Kernel, base: dict, periodic: Periodic) -> tuple[Plan | None, str, bool]:
+def plan(kernel: ir.Kernel, base: dict, periodic: Periodic, probe=None) -> tuple[Plan | None, str, bool]:
     """(the pumping argument's runs for `kernel`, "", False), or (None, why it does not apply, whether
     a lemma was refuted: a longer loop changes the protocol, which bounded runs do not show).
     `periodic`: what `check_periodic` established (each varying loop's head and tail, where lemma P
-    is looked for; each size's step and lemma E)."""
+    is looked for; each size's step and lemma E). `probe`: see protocol_pump_trips.plan_by_trips."""
     with _IntMode():
         try:
-            return _plan(kernel, base, periodic)
+            return _plan(kernel, base, periodic, probe)
         except Unsupported as e:
             return None, f"the protocol's integers are beyond the pumping argument ({e})", False
         except (KeyError, ZeroDivisionError) as e:
             return None, f"the pumping argument could not evaluate a trip count ({e})", False
 
 
-def _plan(kernel, base, periodic: Periodic):
+def _plan(kernel, base, periodic: Periodic, probe=None):
     occ, loops = periodic.occ, periodic.loops
     consts = dict(kernel.consts)
     blocky = sorted({w for o in occ for w in _specials(o.expr)} - set(ir.PER_THREAD_SPECIALS))
     if blocky:
-        return None, f"the protocol depends on the block ({blocky[0]})", False
+        return _by_trips(kernel, base, periodic, probe, f"the protocol depends on the block ({blocky[0]})")
     L = period_of(kernel)
     varying = [lp for lp in loops if not _is_constant(lp, kernel)]
     owner: dict = {}
     for lp in varying:
         names = _sizes_in(lp.start, kernel) | _sizes_in(lp.stop, kernel)
         if _loop_vars(lp, kernel) or len(names) != 1:
-            return None, f"the trip count of the loop at line {lp.line} depends on more than one size", False
+            return _by_trips(kernel, base, periodic, probe,
+                             f"the trip count of the loop at line {lp.line} depends on more than one size")
         (z,) = names
         if z in owner:
-            return None, f"'{z}' sets the trip counts of two loops", False
+            return _by_trips(kernel, base, periodic, probe, f"'{z}' sets the trip counts of two loops")
         owner[z] = lp
     quanta = {}
     for z in kernel.sizes:
@@ -507,10 +513,23 @@ def _plan(kernel, base, periodic: Periodic):
         for p, (value, trips) in zip(pumps, pick, strict=True):
             sizes[p.size] = value
             if trips > min(p.heads) + p.L:
-                fp[id(p.loop.node)] = (min(p.heads), max(p.heads) + p.L)
+                fp[id(p.loop.node)] = (min(p.heads), max(p.heads) + p.L, p.L)
         combos.append(sizes)
         fixpoints.append(fp)
     return Plan(tuple(pumps), tuple(combos), tuple(fixpoints)), "", False
+
+
+def _by_trips(kernel, base, periodic: Periodic, probe, why: str):
+    """Where the lemmas for steps of one size do not apply, the argument stated over trip counts
+    (smt/protocol_pump_trips.py)."""
+    from argus_verify.smt.protocol_pump_trips import plan_by_trips
+
+    if probe is None:
+        return None, f"{why}; the argument over trip counts is not tried where a run found a violation", False
+    pl, why_not, refuted = plan_by_trips(kernel, base, periodic, probe)
+    if pl is None:
+        return None, f"{why}; by trip counts: {why_not}", refuted
+    return pl, "", False
 
 
 def _loop_vars(lp: Loop, kernel) -> set:
@@ -747,9 +766,9 @@ def _values_by_trips(kernel, p: Pump, base: dict, consts: dict, least: int):
 # Skeleton attributes, by what they are. A new attribute must be classified here (a test checks).
 STATE = ("bars", "tmas", "phase_tx", "inflight_reads", "open", "groups", "pending_acc", "unfenced", "generic",
          "published", "retired_unpublished", "releases_open", "releases_done", "bulk")
-CONSTANT = ("k", "T", "sizes", "tids", "allocs", "names", "gemm", "block", "grid", "pump_checks")
+CONSTANT = ("k", "T", "sizes", "tids", "allocs", "names", "gemm", "block", "grid", "pump_checks", "snap_loop")
 MESSAGES_OR_DATA = ("trips", "loop", "tag", "acc_rec", "writes", "stored", "tag_unknown", "active",
-                    "pump_seen")
+                    "pump_seen", "snapshots")
 # keys of the records in flight that only name where something happened (messages) or carry data
 _DROP = frozenset({"loop", "wait_loop", "tags", "phase", "off"})
 

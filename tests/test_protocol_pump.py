@@ -84,11 +84,18 @@ def test_a_size_threshold_in_the_protocol_is_not_proved():
     assert "changes the protocol" in res["mbarrier-phase"].detail["reason"]
 
 
-def test_a_persistent_kernel_stays_bounded_and_says_why():
-    res = _protocol(compile_file(str(PERSISTENT)))
-    r = res["mbarrier-phase"]
+def test_a_persistent_kernel_is_proved_by_trip_counts_and_one_whose_state_drifts_stays_bounded():
+    # the tile loop's trip count depends on the block: the argument over trip counts
+    # (tests/test_protocol_pump_trips.py) proves it for every size and block
+    r = _protocol(compile_file(str(PERSISTENT)))["mbarrier-phase"]
+    assert r.status == "proved" and "bounded" not in r.detail
+    assert [x["witness"] for x in r.detail["pumped"]["loops"]] == ["block_id.x + 1056", "K - 512"]
+    # without a barrier() in the k loop the retired wgmmas pile up: no state repeats, and the result
+    # stays bounded and says why
+    r = _protocol(compile_file(str(ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_store_empty.arg")))["mbarrier-phase"]
     assert r.status == "proved" and "pumped" not in r.detail
-    assert "block" in r.detail["bounded"]["not_for_all_sizes"]
+    why = r.detail["bounded"]["not_for_all_sizes"]
+    assert "the protocol depends on the block" in why and "is not the same after 6 iterations" in why
 
 
 def test_lemmas_of_the_plan_hold_for_the_gemm():
