@@ -46,7 +46,9 @@ from argus_verify import ir, semantics
 from argus_verify.diagnostics import Span
 from argus_verify.smt import zops as Z
 
-TIMEOUT_MS = 4000
+GOAL_RLIMIT = 40_000_000  # Z3's resource count per goal (the persistent GEMMs' goals take under 0.3M): a
+# deterministic limit, so that whether a lemma is settled does not depend on the machine's load
+GOAL_TIMEOUT_MS = 60_000  # (a safeguard only)
 MAX_BASE_RUNS = 240  # the pumping argument's runs (a product over the pumped loops) beyond which it is not tried
 QUANTA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -258,13 +260,45 @@ def _same(kind: str, a, b):
     return Z.Eq(a, b)
 
 
+def _solver(facts: list) -> z3.Solver:
+    """A solver holding `facts`, in a Z3 context of its own, that expands products over sums first.
+    Its own context: Z3's arithmetic heuristics follow term ids, so the same query built after other
+    work (a long verify, a test suite) could cost a hundred times more; translated into a fresh
+    context it costs the same wherever it is built. Sums of monomials: a loop index remapped by the
+    head (j - L past it) sits in products with sizes (KT * j), and the goals about it are linear in
+    the monomials once the products are expanded."""
+    ctx = z3.Context()
+    tactic = z3.Then(z3.With("simplify", som=True, push_ite_arith=True, ctx=ctx), "smt", ctx=ctx)
+    s = tactic.solver()
+    s.set("rlimit", GOAL_RLIMIT)
+    s.set("timeout", GOAL_TIMEOUT_MS)
+    s.add(*[(z3.BoolVal(f) if isinstance(f, bool) else f).translate(ctx) for f in facts])
+    return s
+
+
+class Goals:
+    """Facts, and goals that each follow from them, each goal checked on its own (`_solver`): together,
+    the goals of a persistent kernel take the solver past its limit, and in one solver reused through
+    push and pop many do too, as Z3's incremental core skips the preprocessing that substitutes the
+    fixed head."""
+
+    def __init__(self, facts: list, goals: list):
+        self.facts = facts
+        self.goals = [z3.BoolVal(g) if isinstance(g, bool) else g for g in goals]
+
+    def hold(self, *given) -> bool | None:
+        """True: every goal follows from the facts and `given`; False: one is refuted; None: undecided."""
+        for g in self.goals:
+            verdict = _verdict(_solver([*self.facts, *given, z3.Not(g)]).check())
+            if verdict is not True:  # (refuted, or undecided: either way not every goal holds)
+                return verdict
+        return True
+
+
 def _unsat(facts: list, goal) -> bool | None:
-    """True: facts imply goal for every assignment; False: a counterexample; None: undecided."""
-    s = z3.Solver()
-    s.set("timeout", TIMEOUT_MS)
-    s.add(*facts)
-    s.add(z3.Not(goal) if not isinstance(goal, bool) else z3.BoolVal(not goal))
-    return _verdict(s.check())
+    """True: facts imply goal (a goal or a list of goals) for every assignment; False: a
+    counterexample; None: undecided."""
+    return Goals(facts, goal if isinstance(goal, list) else [goal]).hold()
 
 
 def _verdict(r) -> bool | None:
@@ -344,15 +378,8 @@ def _periodic_checker(kernel, occ, lp: Loop, L: int):
         j = i1[id(lp.node)]
         pre = Z.And(*f1, *f2, j >= head, j + L + tail < n)
         goals.append(Z.Implies(pre, _same(o.kind, w.expr(o.expr, env1), w.expr(o.expr, env2))))
-    s = z3.Solver()
-    s.set("timeout", TIMEOUT_MS)
-    s.add(*w.facts(), *_thread_facts(kernel, w), *_block_facts(kernel, w, occ))
-    s.add(z3.Not(Z.And(*goals)))
-
-    def holds(A: int, B: int) -> bool | None:
-        return _verdict(s.check(head == A, tail == B))
-
-    return holds
+    lemma = Goals([*w.facts(), *_thread_facts(kernel, w), *_block_facts(kernel, w, occ)], goals)
+    return lambda A, B: lemma.hold(head == A, tail == B)
 
 
 @attrs.frozen
@@ -565,7 +592,7 @@ def _least(kernel, z: str) -> int:
     w = World(kernel, "lb")
     v = w.sizes[z]
     opt = z3.Optimize()
-    opt.set("timeout", TIMEOUT_MS)
+    opt.set("rlimit", GOAL_RLIMIT)
     opt.add(*w.facts())
     opt.minimize(v)
     if opt.check() != z3.sat:
@@ -612,7 +639,7 @@ def _invisible(kernel, occ, loops, z: str, q: int) -> bool | None:
     skip = {id(lp.node) for lp in same_trips}
     goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(occ, w1, w2)
              if o.stop_of is None or id(o.stop_of) not in skip]
-    return _unsat(facts, Z.And(*goals))
+    return _unsat(facts, goals)
 
 
 @attrs.frozen
@@ -710,9 +737,7 @@ def _lemma_checker(kernel, occ, lp: Loop, z: str, delta: int, L: int, w1: World,
     n1 = w1.trips(lp, {})
     base = w1.facts() + _thread_facts(kernel, w1)
     w3 = _shifted(kernel, w1, z, -delta, "s3")
-    shrink = z3.Solver()
-    shrink.set("timeout", TIMEOUT_MS)
-    shrink.add(*base, n1 >= head + 2 * L + tail, z3.Not(Z.And(*w3.facts(), w3.trips(lp, {}) == n1 - L)))
+    shrink = Goals([*base, n1 >= head + 2 * L + tail], [Z.And(*w3.facts(), w3.trips(lp, {}) == n1 - L)])
 
     def remap(o, i2):
         i1 = dict(i2)
@@ -724,16 +749,11 @@ def _lemma_checker(kernel, occ, lp: Loop, z: str, delta: int, L: int, w1: World,
     # (lp's stop differs: its trip count grows by L, which `_pump` proved)
     goals = [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(occ, w1, w2, remap)
              if o.stop_of is not lp.node]
-    dup = z3.Solver()
-    dup.set("timeout", TIMEOUT_MS)
-    dup.add(*base, *w2.facts(), n1 >= head + L + tail, z3.Not(Z.And(*goals)))
+    dup = Goals([*base, *w2.facts(), n1 >= head + L + tail], goals)
 
     def holds(A: int, B: int) -> bool | None:
-        for solver in (shrink, dup):
-            verdict = _verdict(solver.check(head == A, tail == B))
-            if not verdict:
-                return verdict
-        return True
+        verdict = shrink.hold(head == A, tail == B)
+        return dup.hold(head == A, tail == B) if verdict else verdict
 
     return holds
 

@@ -38,7 +38,7 @@ from argus_verify import ir
 from argus_verify.smt import zops as Z
 from argus_verify.smt.protocol_pump import (
     MAX_BASE_RUNS,
-    TIMEOUT_MS,
+    Goals,
     Loop,
     Plan,
     Pump,
@@ -46,16 +46,13 @@ from argus_verify.smt.protocol_pump import (
     _is_constant,
     _loop_vars,
     _same,
+    _solver,
     _specials,
     _thread_facts,
-    _verdict,
     period_of,
 )
 
 BLOCK_IDS = ("block_id.x", "block_id.y", "block_id.z")
-GOAL_RLIMIT = 40_000_000  # Z3's resource count per goal (the final spec's goals take at most 4.3M): a
-# deterministic limit, so that whether the argument applies does not depend on the machine's load
-GOAL_TIMEOUT_MS = 60_000  # (a safeguard only)
 MAX_BLOCK = 1 << 24  # where the search for a world looks for block ids (the lemmas take every value >= 0)
 
 
@@ -124,36 +121,13 @@ def _pairs(occ, w1: World, w2: World, remap=None) -> list:
     return goals
 
 
-class _Goals:
-    """Facts, and goals that each follow from them: a fresh solver for each goal (together, the goals
-    of a persistent kernel take the solver past its limit; one by one in a solver reused through
-    push and pop, many do too, as Z3's incremental core skips the preprocessing that substitutes the
-    fixed head; one by one in fresh solvers, milliseconds each)."""
-
-    def __init__(self, facts: list, goals: list):
-        self.facts = facts
-        self.goals = goals
-
-    def hold(self, *given) -> bool | None:
-        """True: every goal follows from the facts and `given`; False: one is refuted; None: undecided."""
-        for g in self.goals:
-            s = z3.Solver()
-            s.set("timeout", GOAL_TIMEOUT_MS)
-            s.set("rlimit", GOAL_RLIMIT)
-            s.add(*self.facts, *given, z3.Not(g))
-            verdict = _verdict(s.check())
-            if verdict is not True:  # (refuted, or undecided: either way not every goal holds)
-                return verdict
-        return True
-
-
 def _determined(kernel, occ, varying) -> bool | None:
     """Lemma D: the same trip counts, the same occurrences (None: undecided)."""
     t = z3.Int("thread_id")
     w1, w2 = _world(kernel, "d1", t), _world(kernel, "d2", t)
     facts = _facts(kernel, w1) + _facts(kernel, w2) + _thread_facts(kernel, w1)
     facts += [w1.trips(lp, {}) == w2.trips(lp, {}) for lp in varying]
-    return _Goals(facts, _pairs(_compared(occ, varying), w1, w2)).hold()
+    return Goals(facts, _pairs(_compared(occ, varying), w1, w2)).hold()
 
 
 def _witnesses(kernel, lp: Loop, L: int, steps: dict) -> list:
@@ -196,7 +170,7 @@ def _checker(kernel, occ, varying, lp: Loop, witness: tuple, L: int):
     n2 = w2.trips(lp, {})
     base = _facts(kernel, w2) + _thread_facts(kernel, w2) + [n2 >= head + 2 * L + tail]
     same = [w1.trips(y, {}) == w2.trips(y, {}) for y in varying if y.node is not lp.node]
-    shrink = _Goals(base, [Z.And(*_facts(kernel, w1), w1.trips(lp, {}) == n2 - L, *same)])
+    shrink = Goals(base, [Z.And(*_facts(kernel, w1), w1.trips(lp, {}) == n2 - L, *same)])
     key = id(lp.node)
 
     def remap(o, i2):
@@ -206,7 +180,7 @@ def _checker(kernel, occ, varying, lp: Loop, witness: tuple, L: int):
             i1[key] = Z.Ite(j2 < head + L, j2, j2 - L)
         return i1
 
-    dup = _Goals(base + _facts(kernel, w1) + [w1.trips(lp, {}) == n2 - L] + same,
+    dup = Goals(base + _facts(kernel, w1) + [w1.trips(lp, {}) == n2 - L] + same,
                  _pairs(_compared(occ, varying), w1, w2, remap))
 
     def holds(A: int, B: int) -> bool | None:
@@ -241,7 +215,7 @@ def prefix_tail(kernel, occ, varying, lp: Loop, tails) -> int | None:
         env2, f2 = w2.env_for(o.loops, i)
         pre = f1 + f2 + ([i[key] < n1 - tail] if key in i else [])
         goals.append(Z.Implies(Z.And(*pre), _same(o.kind, w1.expr(o.expr, env1), w2.expr(o.expr, env2))))
-    lemma = _Goals(facts, goals)
+    lemma = Goals(facts, goals)
     return next((B for B in tails if lemma.hold(tail == B)), None)
 
 
@@ -385,22 +359,21 @@ def _model_world(kernel, varying, vector: tuple) -> tuple | None | bool:
     """A world with the given trip counts from Z3 ((sizes, block)), False where Z3 proves there is
     none, None where it does not settle it."""
     w = _world(kernel, "r", z3.Int("thread_id"))
-    s = z3.Solver()
-    s.set("timeout", TIMEOUT_MS)
-    s.add(*_facts(kernel, w), *[w.vars[b] <= MAX_BLOCK for b in BLOCK_IDS])
-    s.add(*[w.trips(lp, {}) == n for lp, n in zip(varying, vector, strict=True)])
+    trips = [w.trips(lp, {}) == n for lp, n in zip(varying, vector, strict=True)]
+    s = _solver([*_facts(kernel, w), *[w.vars[b] <= MAX_BLOCK for b in BLOCK_IDS], *trips])
     r = s.check()
     if r == z3.unsat:
         # (the block ids' search bound is not a fact of the worlds: without it)
-        s2 = z3.Solver()
-        s2.set("timeout", TIMEOUT_MS)
-        s2.add(*_facts(kernel, w), *[w.trips(lp, {}) == n for lp, n in zip(varying, vector, strict=True)])
-        return False if s2.check() == z3.unsat else None
+        return False if _solver([*_facts(kernel, w), *trips]).check() == z3.unsat else None
     if r != z3.sat:
         return None
     m = s.model()
-    sizes = {n: m.eval(v, model_completion=True).as_long() for n, v in w.sizes.items()}
-    block = {b: m.eval(w.vars[b], model_completion=True).as_long() for b in BLOCK_IDS}
+
+    def value(v) -> int:
+        return m.eval(v.translate(s.ctx), model_completion=True).as_long()
+
+    sizes = {n: value(v) for n, v in w.sizes.items()}
+    block = {b: value(w.vars[b]) for b in BLOCK_IDS}
     try:  # the model, checked on the host
         if _admissible(kernel, sizes) and trips_of(varying, sizes, block, kernel) == tuple(vector):
             return sizes, block

@@ -608,7 +608,7 @@ def floordiv(a, b):
             if cb > 0:
                 return _bv_divmod_const(_t(a), cb)[0]
             return floordiv(neg(a), -cb)
-        if cb > 0 and _abstracting():
+        if cb > 0:  # (exact: Z3 then has no quotient to axiomatise)
             exact = _exact_quotient(_t(a), cb)
             if exact is not None:
                 return exact
