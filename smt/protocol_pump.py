@@ -46,8 +46,8 @@ from argus_verify import ir, semantics
 from argus_verify.diagnostics import Span
 from argus_verify.smt import zops as Z
 
-GOAL_RLIMIT = 40_000_000  # Z3's resource count per goal (the persistent GEMMs' goals take under 0.3M): a
-# deterministic limit, so that whether a lemma is settled does not depend on the machine's load
+GOAL_RLIMIT = 40_000_000  # Z3's resource count per goal (a persistent GEMM's lemma takes under 1.5M for
+# all its goals): a deterministic limit, so that whether a lemma is settled does not depend on the load
 GOAL_TIMEOUT_MS = 60_000  # (a safeguard only)
 MAX_BASE_RUNS = 240  # the pumping argument's runs (a product over the pumped loops) beyond which it is not tried
 QUANTA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -260,36 +260,60 @@ def _same(kind: str, a, b):
     return Z.Eq(a, b)
 
 
+def _bool(f):
+    return z3.BoolVal(f) if isinstance(f, bool) else f
+
+
+class _Context:
+    """A Z3 context of the lemmas' own, and solvers in it that expand products over sums first.
+    Its own context: Z3's arithmetic heuristics follow term ids, so the same query built in the shared
+    context after other work (a long verify, a test suite) could cost a hundred times more; translated
+    into a context that holds only one lemma's terms, it costs the same wherever it is built. Sums of
+    monomials: a loop index remapped by the head (j - L past it) sits in products with sizes (KT * j),
+    and the goals about it are linear in the monomials once the products are expanded."""
+
+    def __init__(self):
+        self.ctx = z3.Context()  # (about 10 ms: one per lemma, not one per goal)
+        self.tactic = z3.Then(z3.With("simplify", som=True, push_ite_arith=True, ctx=self.ctx), "smt", ctx=self.ctx)
+
+    def mine(self, terms) -> list:
+        return [_bool(f).translate(self.ctx) for f in terms]
+
+    def solver(self, *terms) -> z3.Solver:
+        s = self.tactic.solver()
+        s.set("rlimit", GOAL_RLIMIT)
+        s.set("timeout", GOAL_TIMEOUT_MS)
+        for part in terms:
+            s.add(*part)
+        return s
+
+
 def _solver(facts: list) -> z3.Solver:
-    """A solver holding `facts`, in a Z3 context of its own, that expands products over sums first.
-    Its own context: Z3's arithmetic heuristics follow term ids, so the same query built after other
-    work (a long verify, a test suite) could cost a hundred times more; translated into a fresh
-    context it costs the same wherever it is built. Sums of monomials: a loop index remapped by the
-    head (j - L past it) sits in products with sizes (KT * j), and the goals about it are linear in
-    the monomials once the products are expanded."""
-    ctx = z3.Context()
-    tactic = z3.Then(z3.With("simplify", som=True, push_ite_arith=True, ctx=ctx), "smt", ctx=ctx)
-    s = tactic.solver()
-    s.set("rlimit", GOAL_RLIMIT)
-    s.set("timeout", GOAL_TIMEOUT_MS)
-    s.add(*[(z3.BoolVal(f) if isinstance(f, bool) else f).translate(ctx) for f in facts])
-    return s
+    """A solver holding `facts`, in a context of its own (`_Context`)."""
+    c = _Context()
+    return c.solver(c.mine(facts))
 
 
 class Goals:
-    """Facts, and goals that each follow from them, each goal checked on its own (`_solver`): together,
-    the goals of a persistent kernel take the solver past its limit, and in one solver reused through
-    push and pop many do too, as Z3's incremental core skips the preprocessing that substitutes the
-    fixed head."""
+    """Facts, and goals that each follow from them, each goal checked in a solver of its own, in the
+    lemma's own context (`_Context`): together, the goals of a persistent kernel take the solver past
+    its limit, and in one solver reused through push and pop many do too, as Z3's incremental core
+    skips the preprocessing that substitutes the fixed head."""
 
     def __init__(self, facts: list, goals: list):
         self.facts = facts
-        self.goals = [z3.BoolVal(g) if isinstance(g, bool) else g for g in goals]
+        self.goals = [_bool(g) for g in goals]
+        self._context = None  # (made at the first check, with the facts and goals translated)
 
     def hold(self, *given) -> bool | None:
         """True: every goal follows from the facts and `given`; False: one is refuted; None: undecided."""
-        for g in self.goals:
-            verdict = _verdict(_solver([*self.facts, *given, z3.Not(g)]).check())
+        if self._context is None:
+            self._context = c = _Context()
+            self._mine = (c.mine(self.facts), c.mine(z3.Not(g) for g in self.goals))
+        c, (facts, negated) = self._context, self._mine
+        given = c.mine(given)
+        for not_g in negated:
+            verdict = _verdict(c.solver(facts, given, [not_g]).check())
             if verdict is not True:  # (refuted, or undecided: either way not every goal holds)
                 return verdict
         return True
