@@ -45,6 +45,7 @@ from argus_verify.smt.protocol_pump import (
     World,
     _is_constant,
     _loop_vars,
+    _occurrence_pairs,
     _same,
     _solver,
     _specials,
@@ -111,14 +112,7 @@ def _compared(occ, varying: list) -> list:
 def _pairs(occ, w1: World, w2: World, remap=None) -> list:
     """Per occurrence: (its loop indices valid in both worlds) -> (its value in w2 at the indices
     equals w1's at remap(indices))."""
-    goals = []
-    for n, o in enumerate(occ):
-        i2 = {id(x.node): z3.Int(f"j{k}.{n}") for k, x in enumerate(o.loops)}
-        i1 = remap(o, i2) if remap else dict(i2)
-        env1, f1 = w1.env_for(o.loops, i1)
-        env2, f2 = w2.env_for(o.loops, i2)
-        goals.append(Z.Implies(Z.And(*f1, *f2), _same(o.kind, w1.expr(o.expr, env1), w2.expr(o.expr, env2))))
-    return goals
+    return [Z.Implies(Z.And(*f), _same(o.kind, a, b)) for f, o, a, b in _occurrence_pairs(occ, w1, w2, remap)]
 
 
 def _determined(kernel, occ, varying) -> bool | None:
