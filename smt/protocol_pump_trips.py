@@ -175,7 +175,7 @@ def _checker(kernel, occ, varying, lp: Loop, witness: tuple, L: int):
         return i1
 
     dup = Goals(base + _facts(kernel, w1) + [w1.trips(lp, {}) == n2 - L] + same,
-                 _pairs(_compared(occ, varying), w1, w2, remap))
+                _pairs(_compared(occ, varying), w1, w2, remap))
 
     def holds(A: int, B: int) -> bool | None:
         verdict = shrink.hold(head == A, tail == B)
