@@ -52,7 +52,9 @@ PROTOCOL = ("mbarrier-tx", "mbarrier-phase", "stage-reuse", "wgmma-accumulator",
             "descriptor-layout", "tma-box", "bulk-group")
 
 MAX_RUNS = 400
-_OFFSETS: dict = {}  # (view, index values, slice starts) -> element offsets (layouts are constant)
+_OFFSETS: dict = {}  # (id(view), index values, slice starts) -> (view, element offsets): layouts are constant
+_MASKS: dict = {}  # (allocation, id(offsets)) -> (offsets, their mask)
+_EV: dict = {}  # id(integer expression) -> (the expression, its evaluator)
 _TMA_TAGS: dict = {}  # (tensor, box, start, tensor shape) -> the tags a TMA tile receives
 
 
@@ -65,6 +67,64 @@ class Violation(Exception):
 
 class _Deadlock(Exception):
     pass
+
+
+def _evaluator(e: ir.IExpr):
+    """The function (skeleton, env) -> value of integer expression e, built once per expression
+    (the skeleton evaluates the same loop bounds and indices millions of times)."""
+    hit = _EV.get(id(e))
+    if hit is None or hit[0] is not e:
+        hit = _EV[id(e)] = (e, _compile_int(e))
+    return hit[1]
+
+
+def _compile_int(e):
+    from argus_verify import semantics
+
+    if isinstance(e, ir.IConst):
+        v = e.value
+        return lambda sk, env: v
+    if isinstance(e, ir.IVar):
+        n = e.name
+        return lambda sk, env: env[n] if n in env else sk.sizes[n]
+    if isinstance(e, ir.ISpecial):
+        kind, _, axis = e.which.partition(".")
+        if kind in ("block_id", "num_blocks") and "xyz".find(axis) >= 0:
+            i = "xyz".index(axis)
+            return (lambda sk, env: sk.block[i]) if kind == "block_id" else (lambda sk, env: sk.grid[i])
+        per_thread = {"thread_id": lambda t: t, "warp_id": lambda t: t // 32, "lane_id": lambda t: t % 32}
+        f = per_thread.get(e.which)
+        if f is None:
+            def unknown(sk, env):
+                raise KeyError(e.which)
+            return unknown
+        return lambda sk, env: f(sk.tids)
+    if isinstance(e, ir.IUn) and e.op in semantics.INT_UNARY:
+        ref, a = semantics.INT_UNARY[e.op].ref, _evaluator(e.a)
+        return lambda sk, env: ref(a(sk, env))
+    if isinstance(e, ir.ISelect):
+        c, a, b = _evaluator(e.cond), _evaluator(e.a), _evaluator(e.b)
+        return lambda sk, env: np.where(c(sk, env), a(sk, env), b(sk, env))
+    if isinstance(e, ir.IBin) and e.op in semantics.INT_OPS:
+        entry, a, b = semantics.INT_OPS[e.op], _evaluator(e.a), _evaluator(e.b)
+        ref = entry.ref
+        if not entry.divides:
+            return lambda sk, env: ref(a(sk, env), b(sk, env))
+
+        def divides(sk, env):
+            x, y = a(sk, env), b(sk, env)
+            if type(y) is int:
+                if y:
+                    return ref(x, y)
+                return np.zeros_like(np.asarray(x))
+            if np.any(np.asarray(y) == 0):  # (a guard keeps these lanes from using the value)
+                return np.zeros_like(np.asarray(x))
+            return ref(x, y)
+        return divides
+
+    def unknown(sk, env):
+        raise KeyError(e.op if isinstance(e, (ir.IUn, ir.IBin)) else type(e).__name__)
+    return unknown
 
 
 class BulkState:
@@ -290,36 +350,13 @@ class Skeleton(BulkSteps):
 
     # -- integers -------------------------------------------------------------------------------
     def ev(self, e: ir.IExpr, env):
-        if isinstance(e, ir.IConst):
-            return e.value
-        if isinstance(e, ir.IVar):
-            if e.name in env:
-                return env[e.name]
-            return self.sizes[e.name]
-        if isinstance(e, ir.ISpecial):
-            kind, _, axis = e.which.partition(".")
-            if kind == "block_id":
-                return self.block["xyz".index(axis)]
-            if kind == "num_blocks":
-                return self.grid["xyz".index(axis)]
-            return {"thread_id": self.tids, "warp_id": self.tids // 32, "lane_id": self.tids % 32}[e.which]
-        if isinstance(e, ir.IUn):
-            from argus_verify import semantics
-
-            return semantics.INT_UNARY[e.op].ref(self.ev(e.a, env))
-        if isinstance(e, ir.ISelect):
-            return np.where(self.ev(e.cond, env), self.ev(e.a, env), self.ev(e.b, env))
-        if isinstance(e, ir.IBin):
-            from argus_verify import semantics
-
-            a, b = self.ev(e.a, env), self.ev(e.b, env)
-            if semantics.INT_OPS[e.op].divides and np.any(np.asarray(b) == 0):
-                return np.zeros_like(np.asarray(a))
-            return semantics.int_eval(e.op, a, b)
-        raise KeyError(type(e).__name__)
+        return _evaluator(e)(self, env)
 
     def uni(self, e, env, active) -> int:
-        v = np.broadcast_to(np.asarray(self.ev(e, env)), (self.T,))
+        v = _evaluator(e)(self, env)
+        if type(v) is int:  # (a value every thread shares: the usual case)
+            return v
+        v = np.broadcast_to(np.asarray(v), (self.T,))
         return int(v[active][0]) if active.any() else int(v[0])
 
     # -- walking --------------------------------------------------------------------------------
@@ -452,15 +489,22 @@ class Skeleton(BulkSteps):
         """Element offsets of a shared view's whole tile (by the declared layout)."""
         at = {d: self.uni(it.index, env, active) for d, it in enumerate(view.index) if isinstance(it, ir.Index)}
         starts = tuple(self.uni(it.start, env, active) for it in view.index if isinstance(it, ir.Slice))
-        key = (view, tuple(sorted(at.items())), starts)
-        if key not in _OFFSETS:
-            _OFFSETS[key] = self._offsets(view, at, env, active)
-        return _OFFSETS[key]
+        key = (id(view), tuple(sorted(at.items())), starts)
+        hit = _OFFSETS.get(key)
+        if hit is None or hit[0] is not view:
+            hit = _OFFSETS[key] = (view, self._offsets(view, at, env, active))
+        return hit[1]
 
     def mask(self, base: str, off) -> np.ndarray:
-        m = np.zeros(self.allocs[base].size_elems, dtype=bool)
-        m[off] = True
-        return m
+        """The elements `off` of `base` as a mask (read only: shared between the records that hold it)."""
+        key = (base, id(off))
+        hit = _MASKS.get(key)
+        if hit is None or hit[0] is not off or len(hit[1]) != self.allocs[base].size_elems:
+            m = np.zeros(self.allocs[base].size_elems, dtype=bool)
+            m[off] = True
+            m.flags.writeable = False
+            hit = _MASKS[key] = (off, m)
+        return hit[1]
 
     def _offsets(self, view, at, env, active) -> list:
         alloc = self.allocs[view.base]
@@ -986,6 +1030,83 @@ def _candidates(kernel: ir.Kernel) -> tuple[dict, int]:
     return sorted(vals), depth
 
 
+@attrs.define
+class _ComboRun:
+    """What the skeleton's runs of one size combination found (its blocks in order)."""
+
+    ran: bool = False  # admissible, with a grid: it counts among the runs
+    findings: list = attrs.Factory(list)  # (obligation, Violation), in the order found
+    never: object = None  # for the combination with every block: "an element is never written"
+    clean: bool = False  # block 0 ran to its end without a finding
+    seen: list = attrs.Factory(list)  # the trip counts each block ran
+    stored: bool = False
+    tag_unknown: bool = False
+    once: str | None = None  # every block ran to its end: the scope of the output-once check
+
+
+def _run_combo(kernel, sizes: dict, every: bool, role_skeleton) -> _ComboRun:
+    """Run the skeleton for one size combination: its first and last block, or (`every`) all of
+    them, recording which output elements each writes (output-once)."""
+    out = _ComboRun()
+    if not _admissible(kernel, sizes):
+        return out
+    try:
+        grid = tuple(max(1, int(ir.eval_int(g, sizes))) for g in kernel.grid) + (1, 1)
+    except (KeyError, ZeroDivisionError):
+        return out
+    out.ran = True
+    last = tuple(g - 1 for g in grid[:3])
+    blocks = [(0, 0, 0), last]  # the first and the (ragged) last block
+    if every:  # the combination with several blocks: all of them, for output-once
+        blocks = list(itertools.product(range(grid[0]), range(grid[1]), range(grid[2])))
+        written = {t.name: np.zeros([int(ir.eval_int(d, sizes)) for d in t.shape], dtype=np.int64)
+                   for t in kernel.outputs}
+    complete = True  # every block ran to its end (else what it wrote says nothing)
+    twice = False
+    for block in dict.fromkeys(blocks):
+        sk = (role_skeleton or Skeleton)(kernel, sizes, block, grid[:3])
+        try:
+            if role_skeleton:
+                sk.run_roles()  # warpgroup roles run independently (smt/protocol_roles.py)
+            else:
+                sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
+            sk.bulk_exit()
+            if block == (0, 0, 0):
+                out.clean = True  # the protocol ran to its end without a finding
+        except Violation as v:
+            out.findings.append((v.obligation, v))
+            complete = False
+        except (KeyError, ZeroDivisionError, IndexError):
+            out.tag_unknown = True
+            complete = False
+        out.stored |= getattr(sk, "stored", False)
+        out.seen.append(tuple(sk.trips))  # the trip counts every block ran, in every size combination
+        out.tag_unknown |= getattr(sk, "tag_unknown", False)
+        if getattr(sk, "tag_unknown", False):
+            complete = False  # stores it could not follow are not in sk.writes: no "never written"
+        if every and complete and not twice:
+            for st, r0, c0, (rows, cols) in sk.writes:
+                w = written[st.dst.base]
+                w[max(r0, 0):r0 + rows, max(c0, 0):c0 + cols] += 1
+                if (w > 1).any():
+                    i, j = (int(x[0]) for x in np.nonzero(w > 1))
+                    out.findings.append(("output-once", Violation(
+                        "output-once", st.span, f"{st.dst.base}[{i}, {j}] is written twice", [f"block {block}"],
+                        {"sizes": dict(sizes), "loop": {}, "block": list(block)})))
+                    twice = True  # (only the first counts)
+                    break
+    if every and complete:
+        for name, w in written.items():
+            if (w == 0).any():
+                i, j = (int(x[0]) for x in np.nonzero(w == 0))
+                out.never = Violation("output-once", _first_spans(kernel).get("store") or kernel.span,
+                                      f"{name}[{i}, {j}] is never written", [], {"sizes": dict(sizes), "loop": {}})
+                break
+        out.once = (", ".join(f"{k}={v}" for k, v in sizes.items()) + f", all {len(blocks)} blocks") \
+            if written else None
+    return out
+
+
 def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
     t0 = time.perf_counter()
     role_skeleton = None
@@ -998,10 +1119,9 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
     base = {}
     for name in kernel.sizes:
         base[name] = min(vals, key=lambda v: (v < 64, v))  # a size a little above the tiles
-    seen = set()
-    runs = 0
     trip_bound = 2 * depth + 2
     combos = []
+    sweep: set = set()  # the combinations that vary one size over the candidate values
     if shapes:
         combos.append(dict(shapes))
     else:
@@ -1011,79 +1131,76 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
         combos.append({n: 2 * qmax + 8 for n in kernel.sizes})
         for name in kernel.sizes:
             if name in control:
+                sweep.update(range(len(combos), len(combos) + len(vals)))
                 combos += [{**base, name: v} for v in vals]
         combos += _persistent_combos(kernel, qmax, base, control)
-    tag_state = {"stored": False, "unknown": False}
-    clean: list = []  # the size combinations whose first block ran to its end
-    first = _first_spans(kernel)
-    once_checked = False
-    once_scope = ""
-    for sizes in combos:
-        if runs >= MAX_RUNS:
-            break
-        if not _admissible(kernel, sizes):
-            continue
-        try:
-            grid = tuple(max(1, int(ir.eval_int(g, sizes))) for g in kernel.grid) + (1, 1)
-        except (KeyError, ZeroDivisionError):
-            continue
-        last = tuple(g - 1 for g in grid[:3])
-        blocks = [(0, 0, 0), last]  # the first and the (ragged) last block
-        every = sizes is combos[1] if len(combos) > 1 else False
-        if every:  # the combination with several blocks: all of them, for output-once
-            blocks = list(itertools.product(range(grid[0]), range(grid[1]), range(grid[2])))
-            written = {t.name: np.zeros([int(ir.eval_int(d, sizes)) for d in t.shape], dtype=np.int64)
-                       for t in kernel.outputs}
-        complete = True  # every block ran to its end (else what it wrote says nothing)
-        for block in dict.fromkeys(blocks):
-            sk = (role_skeleton or Skeleton)(kernel, sizes, block, grid[:3])
-            try:
-                if role_skeleton:
-                    sk.run_roles()  # warpgroup roles run independently (smt/protocol_roles.py)
-                else:
-                    sk.run(kernel.body, {}, np.ones(kernel.block, dtype=bool))
-                sk.bulk_exit()
-                if block == (0, 0, 0):
-                    clean.append(sizes)  # the protocol ran to its end without a finding
-            except Violation as v:
-                found.setdefault(v.obligation, v)
-                complete = False
-            except (KeyError, ZeroDivisionError, IndexError):
-                tag_state["unknown"] = True
-                complete = False
-            tag_state["stored"] |= getattr(sk, "stored", False)
-            seen.add(tuple(sk.trips))  # the trip counts every block ran, in every size combination
-            tag_state["unknown"] |= getattr(sk, "tag_unknown", False)
-            if getattr(sk, "tag_unknown", False):
-                complete = False  # stores it could not follow are not in sk.writes: no "never written"
-            if every and complete:
-                for st, r0, c0, (rows, cols) in sk.writes:
-                    w = written[st.dst.base]
-                    w[max(r0, 0):r0 + rows, max(c0, 0):c0 + cols] += 1
-                    if (w > 1).any():
-                        i, j = (int(x[0]) for x in np.nonzero(w > 1))
-                        found.setdefault("output-once", Violation(
-                            "output-once", st.span, f"{st.dst.base}[{i}, {j}] is written twice", [f"block {block}"],
-                            {"sizes": dict(sizes), "loop": {}, "block": list(block)}))
-        if every and complete:
-            for name, w in written.items():
-                if (w == 0).any() and "output-once" not in found:
-                    i, j = (int(x[0]) for x in np.nonzero(w == 0))
-                    found["output-once"] = Violation("output-once", first.get("store") or kernel.span,
-                                                     f"{name}[{i}, {j}] is never written", [],
-                                                     {"sizes": dict(sizes), "loop": {}})
-            once_checked = bool(written)
-            once_scope = ", ".join(f"{k}={v}" for k, v in sizes.items()) + f", all {len(blocks)} blocks"
-        runs += 1
+    done: dict = {}  # combination index -> its _ComboRun
+
+    def ran(indices) -> None:
+        for n in indices:
+            if n not in done:
+                done[n] = _run_combo(kernel, combos[n], n == 1 and len(combos) > 1, role_skeleton)
+
+    def counted(indices) -> list:
+        """The combinations run, in order, up to MAX_RUNS of them."""
+        out = []
+        for n in indices:
+            if len(out) >= MAX_RUNS:
+                break
+            ran([n])
+            if done[n].ran:
+                out.append(n)
+        return out
+
     periodic, pumped, pump = None, None, {}
-    if not shapes:
+    first_try, first_found = None, {}  # the pumping argument's verdict before the sweep, what its runs found
+    # The pumping argument first, on the combinations that follow tags over several blocks and tiles:
+    # where it proves the protocol for every size, the sweep of single sizes over the candidate values
+    # (a search for small counterexamples) has nothing left to find in the protocol, and the tags it
+    # would follow are the solver's obligations for all sizes.
+    early = counted([n for n in range(len(combos)) if n not in sweep])
+    if not shapes and role_skeleton is None and not any(done[n].findings or done[n].never for n in early):
         from argus_verify.smt.protocol_pump import check_periodic
 
         periodic = check_periodic(kernel, trip_bound)
+        if periodic[0]:
+            pumped, pump = _pump_runs(kernel, base, first_found, periodic[2],
+                                      [combos[n] for n in early if done[n].clean])
+            if pumped is None:
+                first_try = (pumped, pump)
+    if pumped is not None:
+        used = early
+    else:
+        used = counted(range(len(combos)))
+    seen = set()
+    tag_state = {"stored": False, "unknown": False}
+    once_checked, once_scope = False, ""
+    for n in used:
+        r = done[n]
+        for name, v in r.findings:
+            found.setdefault(name, v)
+        if r.never is not None and "output-once" not in found:
+            found["output-once"] = r.never
+        if r.once is not None:
+            once_checked, once_scope = True, r.once
+        seen.update(r.seen)
+        tag_state["stored"] |= r.stored
+        tag_state["unknown"] |= r.tag_unknown
+    runs = len(used)
+    clean = [combos[n] for n in used if done[n].clean]
+    if not shapes and pumped is None:
+        from argus_verify.smt.protocol_pump import check_periodic
+
+        periodic = periodic or check_periodic(kernel, trip_bound)
         if periodic[0] and role_skeleton is not None:
             pump = {"reason": "warpgroup roles run as coroutines: the pumping argument is for lockstep kernels"}
         elif periodic[0]:
-            pumped, pump = _pump_runs(kernel, base, found, periodic[2], clean)
+            if not found and first_try is not None:  # the sweep found nothing: the first try's verdict stands
+                pumped, pump = first_try
+                for name, v in first_found.items():
+                    found.setdefault(name, v)
+            else:
+                pumped, pump = _pump_runs(kernel, base, found, periodic[2], clean)
             if pump.get("refuted"):  # a threshold in the sizes the bounded runs need not reach
                 periodic = (False, pump["reason"] + ": the runs of bounded sizes are no evidence for the rest",
                             None)

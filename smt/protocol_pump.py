@@ -819,7 +819,8 @@ _DROP = frozenset({"loop", "wait_loop", "tags", "phase", "off"})
 
 def _digest(x, h) -> None:
     """Feed a canonical form of x to the hash h: dictionaries in key order (keys in _DROP left out),
-    arrays by shape, type and content (booleans packed), spans by line and column."""
+    arrays by shape, type and content (booleans packed; integers as their one value, or narrowed to a
+    byte where every value fits), spans by line and column."""
     if isinstance(x, dict):
         h.update(b"{")
         for k in sorted(x, key=str):
@@ -839,7 +840,19 @@ def _digest(x, h) -> None:
         h.update(b")")
     elif isinstance(x, np.ndarray):
         h.update(f"a{x.shape}{x.dtype}".encode())
-        h.update(np.packbits(x).tobytes() if x.dtype == bool else np.ascontiguousarray(x).tobytes())
+        if x.dtype == bool:
+            h.update(np.packbits(x).tobytes())
+        elif x.dtype.kind in "iu" and x.size > 64:
+            # (the shared-memory books are large and mostly one value: hashing them whole dominated)
+            lo, hi = int(x.min()), int(x.max())
+            if lo == hi:
+                h.update(b"c%d;" % lo)
+            elif -128 <= lo and hi <= 127:
+                h.update(b"b" + x.astype(np.int8).tobytes())
+            else:
+                h.update(b"w" + np.ascontiguousarray(x).tobytes())
+        else:
+            h.update(np.ascontiguousarray(x).tobytes())
     elif isinstance(x, Span):
         h.update(f"s{x.line}:{x.col}".encode())
     elif isinstance(x, (bool, np.bool_)):

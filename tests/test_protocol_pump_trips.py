@@ -136,3 +136,22 @@ def test_a_run_resumed_from_a_longer_runs_snapshot_is_the_run_from_the_start():
     assert PP.fingerprint(resumed) == PP.fingerprint(whole)
     assert resumed.pump_seen[id(tile)][-1] == whole.pump_seen[id(tile)][-1]  # (8 trips, states at 1 and 7)
     assert resumed.pump_seen[id(kloop)] == whole.pump_seen[id(kloop)]
+
+
+def test_a_bug_at_one_k_tile_count_is_found_though_the_first_runs_miss_it():
+    """The pumping argument runs before the sweep of single sizes (smt/protocol.check_protocol): the
+    first combinations (64, 520 and 4360 for every size) have 1, 9 and 69 k tiles, and this mutant
+    hangs only with 2 (the prologue skips stage 1). The pumping argument's runs do not prove it, so
+    the sweep runs and reports the hang at its smallest size."""
+    k = _mutant("        if thread_id == 0 and tile == block_id.x:\n            for s in range(STAGES - 1):\n"
+                "                if s < KT:\n",
+                "        if thread_id == 0 and tile == block_id.x:\n            for s in range(STAGES - 1):\n"
+                "                if s < KT and s * KT != 2:\n")
+    res = {r.obligation: r for r in P.check_protocol(k)}
+    r = res["mbarrier-phase"]
+    assert r.status == "violated" and "deadlock" in r.message and r.location.line == 58, r.message
+    assert r.witness["sizes"]["K"] in range(65, 129) and r.witness["loop"]["kt"] == 1
+    # the correct kernel: proved for all sizes without the sweep (its bounded runs are the first ones)
+    ok = {r.obligation: r for r in P.check_protocol(compile_file(str(FINAL)))}
+    assert ok["mbarrier-phase"].status == "proved" and "pumped" in ok["mbarrier-phase"].detail
+    assert ok["tag-assertion"].detail["bounded"]["runs"] < 10
