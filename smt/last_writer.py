@@ -103,14 +103,18 @@ def plan(an, rd) -> set | None:
         lasts = last(cands)
         Z.end_defs()
         Z.ABSTRACT = False
-        base = list(q.cons) + list(q.defs)
+        # The queries run in a Z3 context of their own: in the shared one their cost follows the term
+        # ids of whatever the process built before (the final spec's sB completeness took 1.8 s there
+        # after the other obligations, 1.0 s alone), so a verdict could depend on the process's history.
+        own = z3.Context()
+        base = [f.translate(own) for f in list(q.cons) + list(q.defs)]
 
         def possible(cond) -> bool:
             # (a fresh solver each time: the incremental one, after a push, at times spends minutes
             # outside the resource count)
-            s = z3.Solver()
+            s = z3.Solver(ctx=own)
             s.set("rlimit", RLIMIT)
-            s.add(*base, cond)
+            s.add(*base, cond.translate(own))
             return s.check() != z3.unsat  # (unknown counts as possible)
 
         if possible(Z.Or(*missed)):

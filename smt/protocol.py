@@ -55,7 +55,7 @@ MAX_RUNS = 400
 _OFFSETS: dict = {}  # (id(view), index values, slice starts) -> (view, element offsets): layouts are constant
 _MASKS: dict = {}  # (allocation, id(offsets)) -> (offsets, their mask)
 _EV: dict = {}  # id(integer expression) -> (the expression, its evaluator)
-_TMA_TAGS: dict = {}  # (tensor, box, start, tensor shape) -> the tags a TMA tile receives
+_TMA_TAGS: dict = {}  # (tensor's index, box, start, tensor shape) -> the tags a TMA tile receives
 
 
 class Violation(Exception):
@@ -727,7 +727,7 @@ class Skeleton(BulkSteps):
         c0 = self.uni(s.src.index[1].start, env, active)
         shape = tuple(int(self.ev(d, {})) if not isinstance(d, ir.IConst) else d.value
                       for d in self.k.param(s.src.base).shape)
-        key = (s.src.base, rows, cols, r0, c0, shape)
+        key = (self.names.index(s.src.base), rows, cols, r0, c0, shape)  # (what _tma_tags reads, no more)
         if key not in _TMA_TAGS:
             _TMA_TAGS[key] = self._tma_tags(s, rows, cols, r0, c0, shape)
         return _TMA_TAGS[key]

@@ -90,3 +90,23 @@ def test_no_obligation_is_reported_twice(path):
     rows = [(r["obligation"], r["status"], r["location"]["line"], r["message"]) for r in json.loads(path.read_text())]
     twice = {x for x in rows if rows.count(x) > 1 and x[1] == "unknown"}
     assert not twice, twice
+
+
+def test_a_kernel_checked_after_another_gets_its_own_layouts_offsets():
+    """The skeleton caches the element offsets of each shared view. They were cached by the view's
+    value, which does not include the allocation's layout: in one process (the mutation study, an
+    agent run, the Python API), a kernel checked after another with the same view expressions read
+    the first kernel's offsets. This mutant's sB layout (a block stride halved) mixes the k rows
+    of B; checked after the correct spec, its wgmma tags passed."""
+    from argus_verify.frontend import compile_source
+    from argus_verify.smt.protocol import check_protocol
+
+    final = ROOT / "tests" / "hopper" / "gemm_bf16_wgmma_store_prefetch.arg"
+    src = final.read_text()
+    old = "(64, BN // 64)):(BK * BN, 64, (1, BK * 64)))"
+    assert old in src
+    mutant = compile_source(src.replace(old, "(64, BN // 64)):(BK * BN, 64, (1, (BK * 64) // 2)))"), "mutant.arg")
+    correct = {r.obligation: r.status for r in check_protocol(compile_file(str(final)))}
+    assert correct["tag-assertion"] == "proved"
+    found = {r.obligation: r for r in check_protocol(mutant)}
+    assert found["tag-assertion"].status == "violated" and found["tag-assertion"].location.line == 60
