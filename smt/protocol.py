@@ -89,8 +89,8 @@ def _compile_int(e):
         return lambda sk, env: env[n] if n in env else sk.sizes[n]
     if isinstance(e, ir.ISpecial):
         kind, _, axis = e.which.partition(".")
-        if kind in ("block_id", "num_blocks") and "xyz".find(axis) >= 0:
-            i = "xyz".index(axis)
+        i = "xyz".find(axis)
+        if kind in ("block_id", "num_blocks") and i >= 0:
             return (lambda sk, env: sk.block[i]) if kind == "block_id" else (lambda sk, env: sk.grid[i])
         per_thread = {"thread_id": lambda t: t, "warp_id": lambda t: t // 32, "lane_id": lambda t: t % 32}
         f = per_thread.get(e.which)
@@ -113,11 +113,7 @@ def _compile_int(e):
 
         def divides(sk, env):
             x, y = a(sk, env), b(sk, env)
-            if type(y) is int:
-                if y:
-                    return ref(x, y)
-                return np.zeros_like(np.asarray(x))
-            if np.any(np.asarray(y) == 0):  # (a guard keeps these lanes from using the value)
+            if y == 0 if type(y) is int else np.any(np.asarray(y) == 0):  # (a guard keeps those lanes off it)
                 return np.zeros_like(np.asarray(x))
             return ref(x, y)
         return divides
@@ -1136,24 +1132,20 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
         combos += _persistent_combos(kernel, qmax, base, control)
     done: dict = {}  # combination index -> its _ComboRun
 
-    def ran(indices) -> None:
-        for n in indices:
-            if n not in done:
-                done[n] = _run_combo(kernel, combos[n], n == 1 and len(combos) > 1, role_skeleton)
-
     def counted(indices) -> list:
-        """The combinations run, in order, up to MAX_RUNS of them."""
+        """The combinations run (each once), in order, up to MAX_RUNS of them."""
         out = []
         for n in indices:
             if len(out) >= MAX_RUNS:
                 break
-            ran([n])
+            if n not in done:
+                done[n] = _run_combo(kernel, combos[n], n == 1 and len(combos) > 1, role_skeleton)
             if done[n].ran:
                 out.append(n)
         return out
 
     periodic, pumped, pump = None, None, {}
-    first_try, first_found = None, {}  # the pumping argument's verdict before the sweep, what its runs found
+    first_try, first_found = None, {}  # why the pumping argument failed before the sweep, what its runs found
     # The pumping argument first, on the combinations that follow tags over several blocks and tiles:
     # where it proves the protocol for every size, the sweep of single sizes over the candidate values
     # (a search for small counterexamples) has nothing left to find in the protocol, and the tags it
@@ -1167,7 +1159,7 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
             pumped, pump = _pump_runs(kernel, base, first_found, periodic[2],
                                       [combos[n] for n in early if done[n].clean])
             if pumped is None:
-                first_try = (pumped, pump)
+                first_try = pump
     if pumped is not None:
         used = early
     else:
@@ -1196,7 +1188,7 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
             pump = {"reason": "warpgroup roles run as coroutines: the pumping argument is for lockstep kernels"}
         elif periodic[0]:
             if not found and first_try is not None:  # the sweep found nothing: the first try's verdict stands
-                pumped, pump = first_try
+                pump = first_try
                 for name, v in first_found.items():
                     found.setdefault(name, v)
             else:
