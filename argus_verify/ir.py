@@ -173,15 +173,16 @@ class TVLayout:
     def values(self) -> int:
         return self.layout.mode(1).size
 
-    def flat_table(self) -> np.ndarray:
-        """[threads, values] int64 flat tile indices."""
+    def flat_table(self, rows=None) -> np.ndarray:
+        """[threads, values] int64 flat tile indices (`rows`: only those threads, in that order)."""
         t_part = self.layout.mode(0).map_all()
         v_part = self.layout.mode(1).map_all()
-        return t_part[:, None] + v_part[None, :]
+        return (t_part if rows is None else t_part[rows])[:, None] + v_part[None, :]
 
-    def coord_table(self) -> np.ndarray:
-        """[threads, values, rank] int64 tile coordinates."""
-        flat = self.flat_table()
+    def coord_table(self, rows=None) -> np.ndarray:
+        """[threads, values, rank] int64 tile coordinates (`rows`: only those threads, in that order;
+        a store issued by one thread of a tile held whole by every thread needs one row, not 256)."""
+        flat = self.flat_table(rows)
         return np.stack(np.unravel_index(flat, self.tile), axis=-1) if self.tile else flat[..., None][..., :0]
 
     def flat(self, t, v, ops):
@@ -233,8 +234,8 @@ class Projected(_Derived):
         t = self.base.tile
         return t[: self.axis] + (1,) + t[self.axis + 1:]
 
-    def coord_table(self) -> np.ndarray:
-        c = self.base.coord_table().copy()
+    def coord_table(self, rows=None) -> np.ndarray:
+        c = self.base.coord_table(rows).copy()
         c[..., self.axis] = 0
         return c
 
@@ -257,8 +258,8 @@ class Transposed(_Derived):
     def tile(self) -> tuple:
         return tuple(reversed(self.base.tile))
 
-    def coord_table(self) -> np.ndarray:
-        return self.base.coord_table()[..., ::-1].copy()
+    def coord_table(self, rows=None) -> np.ndarray:
+        return self.base.coord_table(rows)[..., ::-1].copy()
 
     def coords(self, t, v, ops) -> tuple:
         return tuple(reversed(self.base.coords(t, v, ops)))
@@ -278,8 +279,8 @@ class Reshaped(_Derived):
     def tile(self) -> tuple:
         return self.new_tile
 
-    def coord_table(self) -> np.ndarray:
-        c = self.base.coord_table()
+    def coord_table(self, rows=None) -> np.ndarray:
+        c = self.base.coord_table(rows)
         flat = np.ravel_multi_index(tuple(np.moveaxis(c, -1, 0)), self.base.tile)
         return np.stack(np.unravel_index(flat, self.new_tile), axis=-1)
 

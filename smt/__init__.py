@@ -17,6 +17,7 @@ import traceback
 
 from argus_verify import ir
 from argus_verify.smt import vacuity
+from argus_verify.smt.forked import in_child
 from argus_verify.smt.report import OBLIGATIONS, WARNINGS, ObligationResult, VerifyReport
 
 __all__ = ["verify", "VerifyReport", "ObligationResult", "OBLIGATIONS", "WARNINGS"]
@@ -91,7 +92,8 @@ def _verify(kernel, timeout_s, shapes, checks, jobs, progress) -> VerifyReport:
     from argus_verify.smt.protocol_cluster import CLUSTER_PROTOCOL
 
     # the protocol skeleton (numpy only, no Z3 terms) runs beside the solver's steps when forking is allowed
-    proto_job = _fork(_protocol, kernel, want, shapes) if jobs > 1 and ir.uses_hopper(kernel.body) else None
+    proto_job = in_child(_protocol, kernel, want, shapes, jobs) if jobs > 1 and ir.uses_hopper(kernel.body) \
+        else None
     solver_wants = want - {"launch"} - set(PROTOCOL) - set(CLUSTER_PROTOCOL)
     # the stages after the solver's steps: launch, the reductions, the protocol (Hopper kernels)
     hopper = ir.uses_hopper(kernel.body)
@@ -114,7 +116,7 @@ def _verify(kernel, timeout_s, shapes, checks, jobs, progress) -> VerifyReport:
     _settle()
     if hopper:
         progress(stages - 1, stages, "checking the Hopper protocol")
-    proto = proto_job() if proto_job is not None else _protocol(kernel, want, shapes)
+    proto = proto_job() if proto_job is not None else _protocol(kernel, want, shapes, jobs)
     report.results = _merge_protocol(report.results, proto, kernel)
     if launch.vacuous:
         vacuity.mark_vacuous(report.results, launch.vacuous)
@@ -129,44 +131,6 @@ def _verify(kernel, timeout_s, shapes, checks, jobs, progress) -> VerifyReport:
     report.seconds = time.perf_counter() - t0
     progress(stages, stages, "done")
     return report
-
-
-def _fork(fn, *args):
-    """Run fn(*args) in a forked process; returns the function that collects its result (it runs
-    fn here when forking is not possible or the child fails)."""
-    import multiprocessing as mp
-    import pickle
-
-    try:
-        ctx = mp.get_context("fork")
-        recv, send = ctx.Pipe(duplex=False)
-    except (ValueError, OSError):
-        return lambda: fn(*args)
-
-    def child():
-        try:
-            send.send_bytes(pickle.dumps(fn(*args)))
-        except Exception:  # noqa: BLE001 - the parent runs it itself
-            send.send_bytes(b"")
-        finally:
-            send.close()
-
-    proc = ctx.Process(target=child, daemon=True)
-    try:
-        proc.start()
-    except OSError:
-        return lambda: fn(*args)
-    send.close()
-
-    def collect():
-        try:
-            data = recv.recv_bytes()
-        except (EOFError, OSError):
-            data = b""
-        proc.join()
-        return pickle.loads(data) if data else fn(*args)
-
-    return collect
 
 
 def _merge_protocol(results: list, proto: list, kernel) -> list:
@@ -229,18 +193,19 @@ def _check_launch(kernel, shapes, timeout_s) -> vacuity.Launch:
         )
 
 
-def _protocol(kernel, want, shapes) -> list:
-    """The Hopper protocol obligations (smt/protocol.py), for kernels that use mbarriers, TMA or wgmma."""
+def _protocol(kernel, want, shapes, jobs=1) -> list:
+    """The Hopper protocol obligations (smt/protocol.py), for kernels that use mbarriers, TMA or wgmma
+    (`jobs` > 1: the lockstep skeleton's runs and its lemmas in two processes)."""
     from argus_verify.smt.protocol import PROTOCOL, check_protocol
     from argus_verify.smt.protocol_cluster import CLUSTER_PROTOCOL, check_cluster_protocol
 
-    names = PROTOCOL
+    names, run = PROTOCOL, lambda: check_protocol(kernel, shapes, jobs=jobs)
     if ir.uses_cluster(kernel):  # the CTAs of a cluster run together
-        check_protocol, names = check_cluster_protocol, PROTOCOL + CLUSTER_PROTOCOL
+        names, run = PROTOCOL + CLUSTER_PROTOCOL, lambda: check_cluster_protocol(kernel, shapes)
     if not ir.uses_hopper(kernel.body) or not set(names) & want:
         return []
     try:
-        return [r for r in check_protocol(kernel, shapes) if r.obligation in want]  # (and followed tags)
+        return [r for r in run() if r.obligation in want]  # (and followed tags)
     except Exception as e:  # noqa: BLE001 - an internal error must not look like a proof
         return [ObligationResult(n, "unknown", kernel.span, f"internal verifier error: {type(e).__name__}: {e}",
                                  detail={"reason": traceback.format_exc()}) for n in names if n in want]

@@ -64,6 +64,9 @@ class Violation(Exception):
         self.obligation, self.span, self.message = obligation, span, message
         self.explanation, self.detail = explanation, detail
 
+    def __reduce__(self):  # (a run's findings come back from a forked child)
+        return Violation, (self.obligation, self.span, self.message, self.explanation, self.detail)
+
 
 class _Deadlock(Exception):
     pass
@@ -1103,7 +1106,10 @@ def _run_combo(kernel, sizes: dict, every: bool, role_skeleton) -> _ComboRun:
     return out
 
 
-def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
+def check_protocol(kernel: ir.Kernel, shapes: dict | None = None, jobs: int = 1) -> list:
+    """The protocol obligations' results (and the tags followed through TMA and wgmma). `jobs` > 1:
+    the first size combinations run in a forked child while this process proves the pumping
+    argument's lemmas, which do not depend on them (the same results, sooner)."""
     t0 = time.perf_counter()
     role_skeleton = None
     if roles.has_roles(kernel):
@@ -1150,16 +1156,28 @@ def check_protocol(kernel: ir.Kernel, shapes: dict | None = None) -> list:
     # where it proves the protocol for every size, the sweep of single sizes over the candidate values
     # (a search for small counterexamples) has nothing left to find in the protocol, and the tags it
     # would follow are the solver's obligations for all sizes.
-    early = counted([n for n in range(len(combos)) if n not in sweep])
-    if not shapes and role_skeleton is None and not any(done[n].findings or done[n].never for n in early):
-        from argus_verify.smt.protocol_pump import check_periodic
+    early_combos = [n for n in range(len(combos)) if n not in sweep]
+    lemmas = None  # the pumping argument's lemmas and plan, made beside the first runs (jobs > 1)
+    if jobs > 1 and not shapes and role_skeleton is None:
+        from argus_verify.smt.forked import in_child
 
-        periodic = check_periodic(kernel, trip_bound)
+        first_runs = in_child(lambda: (counted(early_combos), done))
+        try:
+            lemmas = _lemmas(kernel, base, trip_bound)
+        finally:
+            early, ran = first_runs()
+        done.update(ran)
+    else:
+        early = counted(early_combos)
+    if not shapes and role_skeleton is None and not any(done[n].findings or done[n].never for n in early):
+        periodic, planned = lemmas or _lemmas(kernel, base, trip_bound)
         if periodic[0]:
             pumped, pump = _pump_runs(kernel, base, first_found, periodic[2],
-                                      [combos[n] for n in early if done[n].clean])
+                                      [combos[n] for n in early if done[n].clean], planned)
             if pumped is None:
                 first_try = pump
+    elif lemmas is not None:
+        periodic = lemmas[0]  # (what the later check_periodic would find; the plan is for clean runs only)
     if pumped is not None:
         used = early
     else:
@@ -1284,14 +1302,18 @@ def mark_bounded(results: list, runs: int, trip_bound: int, covered: list, kerne
             r.detail["reason"] = why
 
 
-def _pump_runs(kernel, base: dict, found: dict, periodic, clean: list) -> tuple[str | None, dict]:
-    """The runs of the pumping argument (smt/protocol_pump.py) for a kernel whose warpgroups run in
-    lockstep: (the scope of a proof for all sizes, its detail), or (None, {"reason": why not}).
-    `clean`: size combinations the bounded runs took to the end without a finding; a pump run whose
-    trip counts one of them has, and that records no state, is not repeated (lemma E: the same trip
-    counts, the same protocol)."""
+def _lemmas(kernel, base: dict, trip_bound: int) -> tuple:
+    """(check_periodic's verdict, the pumping argument's plan for a kernel no run found violated,
+    or None where the loops are not periodic). Neither depends on the bounded runs."""
+    from argus_verify.smt.protocol_pump import check_periodic
+
+    periodic = check_periodic(kernel, trip_bound)
+    return periodic, (_plan(kernel, base, periodic[2], {}) if periodic[0] else None)
+
+
+def _plan(kernel, base: dict, periodic, found: dict) -> tuple:
+    """The pumping argument's plan (smt/protocol_pump.plan): (plan or None, why not, refuted)."""
     from argus_verify.smt.protocol_pump import plan
-    from argus_verify.smt.protocol_pump_trips import trips_of
 
     def probe(sizes, block, checks):
         sk = Skeleton(kernel, sizes, tuple(block.get(f"block_id.{a}", 0) for a in "xyz"),
@@ -1306,7 +1328,18 @@ def _pump_runs(kernel, base: dict, found: dict, periodic, clean: list) -> tuple[
 
     # (the argument over trip counts costs seconds of lemmas and hundreds of runs: not for a kernel
     # whose protocol the bounded runs already found violated)
-    pl, why, refuted = plan(kernel, base, periodic, None if found else probe)
+    return plan(kernel, base, periodic, None if found else probe)
+
+
+def _pump_runs(kernel, base: dict, found: dict, periodic, clean: list, planned=None) -> tuple[str | None, dict]:
+    """The runs of the pumping argument (smt/protocol_pump.py) for a kernel whose warpgroups run in
+    lockstep: (the scope of a proof for all sizes, its detail), or (None, {"reason": why not}).
+    `clean`: size combinations the bounded runs took to the end without a finding; a pump run whose
+    trip counts one of them has, and that records no state, is not repeated (lemma E: the same trip
+    counts, the same protocol). `planned`: the plan `_plan` made for this `periodic` with no finding."""
+    from argus_verify.smt.protocol_pump_trips import trips_of
+
+    pl, why, refuted = planned if planned is not None and not found else _plan(kernel, base, periodic, found)
     if pl is None:
         return None, {"reason": why, "refuted": refuted}
     seen: dict = {}  # id(For) -> every execution's {iteration: state digest}, over all runs

@@ -104,35 +104,36 @@ class Writers:
             else:
                 self.mixed.append((c, pos))
         # R(t, v): the thread's part of the starts plus its tile coordinates
-        table = self.coords.coord_table()  # [threads of the layout, V, tile rank]
-        if table.shape[0] < T:
+        threads = self.coords.threads
+        if threads < T:
             # a fragment of some warpgroups (warp specialisation): the block's other threads must not
             # execute the store, as their values have no coordinates
-            if live[table.shape[0]:].any():
+            if live[threads:].any():
                 return "threads outside the stored fragment's layout may execute the store"
-            T, tt, live = table.shape[0], tt[: table.shape[0]], live[: table.shape[0]]
+            T, tt, live = threads, tt[:threads], live[:threads]
         self.live = live
+        # (only the threads that may execute the store: a tile every thread holds whole, stored by one)
+        mine = np.nonzero(live)[0]
+        table = self.coords.coord_table(mine)  # [live threads, V, tile rank]
         cols = []
         axis = 0
         for kind, _rest, thr, _ext, _iv in self.dims:
-            part = np.zeros(T, dtype=np.int64)
+            part = np.zeros(len(mine), dtype=np.int64)
             for a, c in thr.items():
-                part = part + c * _np_atom(a, tt)
+                part = part + c * _np_atom(a, mine)
             col = np.broadcast_to(part[:, None], table.shape[:2]).copy()
             if kind == "slice":
                 col = col + table[:, :, axis]
                 axis += 1
             cols.append(col)
-        R = np.stack(cols, axis=-1)  # [T, V, rank]
-        self.R = R
-        holders: dict = {}
-        for t in np.nonzero(live)[0]:
-            for v in range(R.shape[1]):
-                holders.setdefault(tuple(int(x) for x in R[t, v]), set()).add(int(t))
-        self.points = set(holders)
+        R = np.stack(cols, axis=-1).reshape(-1, len(self.dims))  # [live threads x V, rank]
+        # the distinct points, and how many distinct threads hold each
+        held = np.unique(np.column_stack([R, np.repeat(mine, table.shape[1])]), axis=0)
+        pts, counts = np.unique(held[:, :-1], axis=0, return_counts=True)
+        self.points = set(map(tuple, pts.tolist()))
         self.boxes = boxes_of(self.points)
-        counts = {len(h) for h in holders.values()}
-        self.m = max(counts) if counts else 0
+        self.m = int(counts.max()) if len(counts) else 0
+        counts = set(counts.tolist())
         if self.mixed and (len(counts) > 1 or self.m > MAX_HOLDERS):
             return "the store's condition mixes the thread with other values and several threads hold an element"
         self.live_boxes = boxes_of({(int(t),) for t in np.nonzero(live)[0]})
