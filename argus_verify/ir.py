@@ -386,6 +386,16 @@ class FScalar:
 
 Operand = str | FConst | FScalar  # str: a fragment variable
 
+
+def float_scalar_param(kernel, arg) -> str | None:
+    """The name of the floating-point scalar parameter operand `arg` is (`xs * alpha`), else None
+    (an integer expression used as a float, such as thread_id, may differ between threads)."""
+    if isinstance(arg, FScalar) and isinstance(arg.expr, IVar):
+        p = next((p for p in kernel.params if p.name == arg.expr.name), None)
+        if isinstance(p, ScalarParam) and is_float(p.dtype):
+            return p.name
+    return None
+
 ELEMENTWISE_BINARY = ("+", "-", "*", "/", "max", "min")
 ELEMENTWISE_UNARY = ("neg", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "recip")
 

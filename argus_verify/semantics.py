@@ -176,10 +176,14 @@ FLOAT_BINARY: dict[str, FloatBinary] = {o.name: o for o in (
     FloatBinary("*", np.multiply, {**_ptx_all("mul.rn"), "i32": ["mul.lo.s32 {d}, {a}, {b};"],
                                    "u32": ["mul.lo.u32 {d}, {a}, {b};"]}, "prod", "product"),
     FloatBinary("/", np.divide, _ptx_all("div.rn"), None, "quotient (correctly rounded)"),
-    FloatBinary("max", np.maximum, {**_ptx_all("max"), "i32": ["max.s32 {d}, {a}, {b};"],
-                                    "u32": ["max.u32 {d}, {a}, {b};"]}, "max", "maximum"),
-    FloatBinary("min", np.minimum, {**_ptx_all("min"), "i32": ["min.s32 {d}, {a}, {b};"],
-                                    "u32": ["min.u32 {d}, {a}, {b};"]}, "min", "minimum"),
+    # .NaN: a NaN operand gives NaN, as numpy's maximum and torch's max (plain max.f32 returns the
+    # other operand); max.f64 has no .NaN form and keeps PTX's rule (no kernel computes in f64)
+    FloatBinary("max", np.maximum, {"f32": ["max.NaN.f32 {d}, {a}, {b};"], **_ptx_all("max", ("f64",)),
+                                    "i32": ["max.s32 {d}, {a}, {b};"], "u32": ["max.u32 {d}, {a}, {b};"]},
+                "max", "maximum (NaN if either operand is NaN)"),
+    FloatBinary("min", np.minimum, {"f32": ["min.NaN.f32 {d}, {a}, {b};"], **_ptx_all("min", ("f64",)),
+                                    "i32": ["min.s32 {d}, {a}, {b};"], "u32": ["min.u32 {d}, {a}, {b};"]},
+                "min", "minimum (NaN if either operand is NaN)"),
 )}
 
 

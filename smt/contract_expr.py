@@ -36,7 +36,7 @@ def combine(op: str, a, b):
         sa, sb = strip(a, red), strip(b, red)
         partial = any(t[0] in ("red", "lane") for t in (a, b))
         if sa == sb and partial:
-            return ("red", red, sa)
+            return reduction(red, sa)
     return ("bin", op, unlane(a), unlane(b))
 
 
@@ -45,7 +45,32 @@ def unary(op: str, a):
 
 
 def reduction(op: str, a):
-    return None if a is None else ("red", op, strip(a, op))
+    """The term of reducing `a` with `op`. A sum takes out the factors that are the same for every
+    element it adds (constants and scalar parameters: sum(x * c) = sum(x) * c over the reals), so
+    that scaling before or after the sum, or between its levels, gives one term. Only those: an
+    element of another tensor may vary along the reduced dimension (the terms do not say)."""
+    if a is None:
+        return None
+    a = unlane(a)
+    if op == "sum" and a[0] == "bin" and a[1] == "*":
+        for inner, factor in ((a[2], a[3]), (a[3], a[2])):
+            if uniform(factor) and not uniform(inner):
+                return ("bin", "*", reduction(op, inner), factor)
+    return ("red", op, strip(a, op))
+
+
+def uniform(t) -> bool:
+    """Whether term t is the same for every element of any reduction: built of constants and scalar
+    parameters alone."""
+    if t is None:
+        return False
+    if t[0] in ("const", "scalar"):
+        return True
+    if t[0] == "un":
+        return uniform(t[2])
+    if t[0] == "bin":
+        return uniform(t[2]) and uniform(t[3])
+    return False
 
 
 def strip(t, op: str):
@@ -73,7 +98,7 @@ def of_contract(e) -> tuple:
     if isinstance(e, ir.CBin):
         return ("bin", e.op, of_contract(e.a), of_contract(e.b))
     if isinstance(e, ir.CReduce):
-        return ("red", e.op, of_contract(e.body))
+        return reduction(e.op, of_contract(e.body))
     raise TypeError(e)
 
 

@@ -285,11 +285,13 @@ class ReductionFlow:
                                 f"'{opname}' ({reduce_op})",
                                 f"combine partial {fop}s with the {fop}'s own operator",
                                 operator=opname, expected=fop)
-        self.check_init(st, reduce_op, init)
+        self.check_init(st, reduce_op, init, addend)
 
-    def check_init(self, st, reduce_op: str, init: Flow):
+    def check_init(self, st, reduce_op: str, init: Flow, addend: Flow | None = None):
+        """The accumulator's start must be the identity, or (max, min) a value no addend can lose to."""
         identity = semantics.REDUCE_OPS[reduce_op].identity
-        if init is not None and init.const is not None and init.const != identity:
+        if init is not None and init.const is not None and init.const != identity and \
+                not (addend is not None and dominated(addend.expr, (init.const,), reduce_op)):
             self.report("padding", st.span,
                         f"'{st.name}' accumulates a {reduce_op} starting from {init.const:g}, which is not the "
                         f"identity of {reduce_op} ({identity:g})",
@@ -375,11 +377,8 @@ class ReductionFlow:
     def scalar_term(self, arg):
         """The term of a floating-point scalar parameter (`xs * alpha`); None for any other operand
         (an integer used as a float is not followed)."""
-        if isinstance(arg, ir.FScalar) and isinstance(arg.expr, ir.IVar):
-            p = next((p for p in self.k.params if p.name == arg.expr.name), None)
-            if isinstance(p, ir.ScalarParam) and ir.is_float(p.dtype):
-                return ("scalar", p.name)
-        return None
+        name = ir.float_scalar_param(self.k, arg)
+        return ("scalar", name) if name is not None else None
 
     def padding_through(self, opname, flows, consts) -> tuple:
         """Padded elements pushed through an elementwise op: other operands are their own padding,
@@ -526,13 +525,45 @@ def _fmt(values) -> str:
 
 def _non_identity_padding(flow: Flow, origins, reduce_op: str):
     """(origin, value) of the first of `origins` along which `flow` carries masked-load padding that
-    is not `reduce_op`'s identity (or is unknown), else None."""
+    is not `reduce_op`'s identity (or is unknown), and that no element can lose to (`dominated`),
+    else None."""
     identity = semantics.REDUCE_OPS[reduce_op].identity
     for o in origins:
         padded, value = flow.pad(o)
-        if padded and (value is None or any(x != identity for x in _values(value))):
+        if padded and (value is None or any(x != identity for x in _values(value))) and \
+                not (value is not None and dominated(flow.expr, _values(value), reduce_op)):
             return o, value
     return None
+
+
+def dominated(expr, values, reduce_op: str) -> bool:
+    """Whether a max (min) is unchanged by elements holding `values` for every input: the values are
+    finite and no element's value `expr` can be below (above) them, as 0 before a max of abs(x). The
+    contract's reductions are never empty (sizes are at least 1, and coverage proves every element
+    enters), so such elements never decide the result. Proved with Z3 over the reals
+    (smt/contract_expr.py: abs, max and the arithmetic are exact; any other function is unknown and
+    proves nothing). The sum has no such slack: its padding must be 0."""
+    if reduce_op not in ("max", "min") or expr is None or not values or \
+            not all(math.isfinite(v) for v in values):
+        return False
+    eq = X.Equivalence()
+    try:
+        e = eq.term(X.unlane(expr))
+    except TypeError:
+        return False
+    import z3
+
+    s = z3.Solver()
+    s.set("timeout", 2000)
+    for v in values:
+        bound = z3.RealVal(repr(float(v)))
+        s.push()
+        s.add(e < bound if reduce_op == "max" else e > bound)  # an element that would lose to the padding
+        verdict = s.check()
+        s.pop()
+        if verdict != z3.unsat:
+            return False
+    return True
 
 
 def _join(a: Flow, b: Flow) -> Flow:

@@ -151,3 +151,16 @@ def test_a_shuffle_the_table_does_not_list_is_refused(monkeypatch):
 def test_shuffle_kernels_assemble():
     for mode in semantics.SHUFFLE_MODES.values():
         assemble(shuffle_kernel(mode.ptx, 3, mode.clamp))
+
+
+@pytest.mark.parametrize("op, ref", [("max", np.maximum), ("min", np.minimum)])
+def test_the_lowered_max_and_min_give_nan_as_the_table_function_does(op, ref):
+    """The table's f32 instruction for max/min is the .NaN form: a NaN operand gives NaN, as the
+    interpreter's numpy function (and torch) do; the plain form returns the other operand."""
+    (template,) = semantics.FLOAT_BINARY[op].ptx["f32"]
+    x = np.array([np.nan, 1.0, -2.0, np.inf], dtype=np.float32)
+    got = run_one(template.format(d="%y", a="%x", b="0f00000000"), x, np.float32)
+    want = ref(x, np.float32(0.0))
+    assert np.array_equal(got, want, equal_nan=True)
+    plain = run_one(f"{op}.f32 %y, %x, 0f00000000;", x, np.float32)
+    assert plain[0] == 0.0  # (PTX's plain max/min ignore the NaN)

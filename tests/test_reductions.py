@@ -272,3 +272,73 @@ def test_a_vector_reshaped_into_a_row_keeps_its_origin_through_the_reduction():
     # the x window one element off: never proved
     v = verdicts(GEMV.format(window="c0 + 1 : c0 + 257"))
     assert "proved" not in status(v["reduction-coverage"])
+
+
+MEAN = """
+kernel mean<COLS=256, ROWS=4>(x: f32[M, N], inv_n: f32) -> out: f32[M]:
+    requires N <= COLS
+    grid(cdiv(M, ROWS))
+    block(32 * ROWS)
+    tag x[i, j] = (i, j)
+    tag out[i] = (i,) once
+    contract out[i] = {contract}
+    r0 = block_id.x * ROWS
+    xs = load(x[r0 : r0 + ROWS, 0 : COLS], tv=((32, ROWS), COLS // 32):((1, COLS), 32), mask=True)
+{body}
+    s = reduce_sum(p, axis=1, scope=warp, lanes=0b11111)
+    store(out[r0 : r0 + ROWS], reshape(s, ROWS), mask=True, where=lane_id == 0)
+"""
+SCALED_SUM = "sum(x[i, j] for j) * inv_n"
+
+
+@pytest.mark.parametrize("body, contract", [
+    ("    p = reduce_sum(xs * inv_n, axis=1)", SCALED_SUM),  # scaled before the sum
+    ("    p = reduce_sum(xs, axis=1) * inv_n", SCALED_SUM),  # between its two levels
+    ("    p = reduce_sum(xs, axis=1) * 0.5", "sum(x[i, j] for j) * 0.5"),
+    ("    p = reduce_sum(xs, axis=1) * inv_n", "sum(x[i, j] * inv_n for j)"),  # the contract scales inside
+])
+def test_a_constant_factor_moves_through_a_sum(body, contract):
+    """sum(c * x) = c * sum(x) over the reals, for c the same in every thread: a constant or a scalar
+    parameter (an element of another tensor may vary along the sum: never taken out)."""
+    v = verdicts(MEAN.format(body=body, contract=contract))
+    assert all(status(v[k]) == {"proved"} for k in ("reduction-coverage", "reduction-operator", "padding"))
+
+
+@pytest.mark.parametrize("body", [
+    "    p = reduce_sum(xs * inv_n, axis=1) * inv_n",  # scaled twice
+    "    p = reduce_sum(xs, axis=1)\n    if lane_id < 8:\n        p = p * inv_n",  # only some lanes' partials
+    "    p = reduce_sum(xs, axis=1) * 2.0",  # another factor
+])
+def test_a_factor_the_contract_does_not_have_is_never_proved(body):
+    v = verdicts(MEAN.format(body=body, contract=SCALED_SUM))
+    found = {r.status for k in ("reduction-coverage", "reduction-operator") for r in v.get(k, [])}
+    assert found - {"proved"}, found
+
+
+ABSMAX = """
+kernel absmax<COLS=256, ROWS=4>(x: f32[M, N]) -> out: f32[M]:
+    requires N <= COLS
+    grid(cdiv(M, ROWS))
+    block(32 * ROWS)
+    tag x[i, j] = (i, j)
+    tag out[i] = (i,) once
+    contract out[i] = {reduce}({g} for j)
+    r0 = block_id.x * ROWS
+    xs = load(x[r0 : r0 + ROWS, 0 : COLS], tv=((32, ROWS), COLS // 32):((1, COLS), 32), mask=True, other={pad})
+    m = reduce_{reduce}({f}, axis=1, scope=warp, lanes=0b11111)
+    store(out[r0 : r0 + ROWS], reshape(m, ROWS), mask=True, where=lane_id == 0)
+"""
+
+
+@pytest.mark.parametrize("reduce, f, g, pad, want", [
+    ("max", "abs(xs)", "abs(x[i, j])", "0.0", "proved"),  # |x| >= 0 = |0|: the padding never wins
+    ("max", "abs(xs)", "abs(x[i, j])", "-1.0", "violated"),  # |-1| = 1 exceeds a row of |x| < 1
+    ("max", "abs(xs)", "abs(x[i, j])", "-inf", "violated"),  # |-inf| = inf wins every row
+    ("max", "max(xs, 0.0)", "max(x[i, j], 0.0)", "-3.0", "proved"),  # relu: max(-3, 0) = 0, the floor
+    ("max", "xs", "x[i, j]", "0.0", "violated"),  # a row of negatives loses to 0
+    ("min", "abs(xs)", "abs(x[i, j])", "0.0", "violated"),  # a min: 0 is below every |x|, it wins
+    ("min", "neg(abs(xs))", "neg(abs(x[i, j]))", "0.0", "proved"),  # -|x| <= 0 = -|0|: never below
+])
+def test_padding_of_a_max_may_be_any_value_no_element_loses_to(reduce, f, g, pad, want):
+    v = verdicts(ABSMAX.format(reduce=reduce, f=f, g=g, pad=pad))
+    assert status(v["padding"]) == {want}

@@ -14,8 +14,8 @@ simulator reads it from there: approximate instructions (`ex2.approx`, `lg2.appr
 `semantics.ptx_sim_functions()` exactly in their float type, so a math function added to the table
 with a new instruction runs here unchanged; conversions round as `semantics.round_to`; setp's
 comparisons are the table's comparison operators; a shuffle must use a mode and clamp the table
-lists. The rest follows the PTX ISA (truncating integer division, `max.f32` ignoring a NaN operand,
-the shfl.sync lane rule); `fma.rn.f32` is computed in float64 then rounded.
+lists. The rest follows the PTX ISA (truncating integer division, `max.f32` ignoring a NaN operand and
+`max.NaN.f32` returning it, the shfl.sync lane rule); `fma.rn.f32` is computed in float64 then rounded.
 
 Threads run one at a time until they reach a synchronising instruction; not fast (~1 µs per
 instruction and thread), so use small grids.
@@ -272,6 +272,7 @@ _F32_OPS = {
     "fma": lambda x: np.float32(np.float64(x[0]) * np.float64(x[1]) + np.float64(x[2])),
 }
 _F32_OPS["mad"] = _F32_OPS["fma"]
+_F32_NAN_OPS = {"max": lambda x: np.maximum(x[0], x[1]), "min": lambda x: np.minimum(x[0], x[1])}  # max.NaN
 _F64_OPS = {
     "add": lambda x: x[0] + x[1], "sub": lambda x: x[0] - x[1], "mul": lambda x: x[0] * x[1],
     "div": lambda x: _f64_div(x[0], x[1]), "fma": lambda x: math.fsum([x[0] * x[1], x[2]]),
@@ -713,7 +714,7 @@ class Block:
             self.set(th, ins.args[0], _bits64(f(*x) if approx else f(x)), 64)
             return
         x = [_f32(self.val(th, r)) for r in ins.args[1:]]
-        f = approx or _F32_OPS.get(name)
+        f = approx or (_F32_NAN_OPS.get(name) if "NaN" in parts else _F32_OPS.get(name))
         if f is None:
             raise PtxSimError(f"unsupported instruction {ins.text!r}")
         with np.errstate(all="ignore"):
