@@ -526,9 +526,10 @@ class Coverage:
                         if e is not None and e.op:
                             bad = self.finish_all(s.span, {key: e}, bad)
             return Prov(entries, axes, bad)
-        if op.op == "*" and len(provs) == 1 and len(op.args) == 2 and all(
-                isinstance(a, ir.FConst) or ir.float_scalar_param(self.k, a) for a in op.args if not isinstance(a, str)) \
-                and all(e.op in (None, "sum") for e in provs[0].entries.values()):
+        factors = [a for a in op.args if not isinstance(a, str)]
+        if op.op == "*" and len(provs) == 1 and len(factors) == 1 and \
+                (isinstance(factors[0], ir.FConst) or ir.float_scalar_param(self.k, factors[0])) and \
+                all(e.op in (None, "sum") for e in provs[0].entries.values()):
             # a partial sum scaled by a value the same in every thread (a constant, a scalar parameter)
             # goes on as a partial sum: sum(c * p) = c * sum(p) (the contract's term takes c out too)
             return Prov(dict(provs[0].entries), axes, bad)
