@@ -41,7 +41,10 @@ class CopyLowering:
                 copier.element(v)
 
         vectorised = any(len(g) > 1 for g in groups) and sp.align is not None
-        self.em.either(sp.align if vectorised else True, vectors, elements)
+        fast = sp.align if vectorised else True
+        if vectorised and s.mask:  # src-size zero-fills a run's tail, never its head: runs start in the row
+            fast = self.em.p_and(fast, self.em.lt_all([(-1, src_coords[g[0]][-1]) for g in groups if len(g) > 1]))
+        self.em.either(fast, vectors, elements)
         self.note(s.span, "copy_async", s.src.base, groups, sp.align, " (masked, zero-fill)" if s.mask else "")
 
 
@@ -72,7 +75,7 @@ class _Copier:
     def element(self, v: int) -> None:
         """One element: cp.async when 4 or 8 bytes, else a synchronous copy (also correct)."""
         em = self.em
-        pred = em.lt_all(list(zip(self.src_coords[v], self.src.shape, strict=True))) if self.mask else True
+        pred = em.within(list(self.src_coords[v]), self.src.shape) if self.mask else True
         dst, src = address(self.saddr[v]), address(self.gaddr[v])
         if self.esize in (4, 8, 16):
             if pred is True:
@@ -101,7 +104,7 @@ class _Copier:
             return
         c = self.src_coords[g[0]]
         shape = self.src.shape
-        rows = em.lt_all(list(zip(c[:-1], shape[:-1], strict=True)))
+        rows = em.within(list(c[:-1]), shape[:-1])  # (the run starts at or after the row's start: `fast`)
         left = em.sub(shape[-1], c[-1])  # elements left in the row
         n = em.minmax(em.minmax(left, 0, "max"), len(g), "min")
         nb = em.select(rows, em.mul(n, self.esize), 0) if rows is not True else em.mul(n, self.esize)

@@ -784,6 +784,12 @@ class Emitter:
             out = self.p_and(out, self.cmp("lt", Aff(terms, c) if terms else c, 0))
         return out
 
+    def within(self, coords: list, shape: list) -> Reg | bool:
+        """AND of 0 <= c < extent for each coordinate and its extent: a masked access is in bounds on
+        both sides (a view may start before the tensor: `x[base - 1 : ...]`). The lower checks fold
+        away where the ranges show the coordinate is never negative (the usual case)."""
+        return self.lt_all([*zip(coords, shape, strict=True), *((-1, c) for c in coords)])
+
     def p_and(self, a: Reg | bool, b: Reg | bool) -> Reg | bool:
         if a is False or b is False:
             return False

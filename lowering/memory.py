@@ -297,23 +297,34 @@ class MemoryLowering:
             mask = False  # masks guard the bounds of global tensors only
         acc = _Accessor(em, kind, opname, dtype, addr, regs, other)
 
-        def in_bounds(v):
-            return em.lt_all(list(zip(coords[v], shape, strict=True))) if mask else True
+        # A masked access checks 0 <= c too (a view may start before the tensor). Where the ranges do
+        # not show every coordinate non-negative (a persistent kernel's tile start), one test of the
+        # smallest coordinates chooses between the accesses with upper checks only and those with both.
+        low = em.lt_all([(-1, x) for v in pl.kept for x in coords[v]]) if mask else True
+
+        def in_bounds(v, both=False):
+            if not mask:
+                return True
+            return em.within(list(coords[v]), shape) if both else em.lt_all(list(zip(coords[v], shape, strict=True)))
 
         vec_groups = [g for g in pl.groups if len(g) > 1]
         fast = pl.align if pl.align is not None else True
         if vec_groups and mask:  # the vector path also needs every vector wholly inside the tensor
-            fast = em.p_and(fast, _vectors_in_bounds(em, vec_groups, coords, shape))
+            fast = em.p_and(fast, em.p_and(low, _vectors_in_bounds(em, vec_groups, coords, shape)))
 
         def vectors():
             for g in pl.groups:
                 acc.vector(g) if len(g) > 1 else acc.scalar(g[0], in_bounds(g[0]))
 
-        def scalars():
+        def scalars(both=False):
             for v in pl.kept:
-                acc.scalar(v, in_bounds(v))
+                acc.scalar(v, in_bounds(v, both))
 
-        em.either(fast if vec_groups else True, vectors, scalars)
+        def checked():
+            em.either(low, scalars, lambda: scalars(both=True))
+
+        # (the vector path's singletons check the upper bounds only: `fast` holds `low`)
+        em.either(fast, vectors, checked) if vec_groups else checked()
 
 
 @attrs.frozen
@@ -348,6 +359,7 @@ class _Accessor:
 
 
 def _vectors_in_bounds(em: Emitter, groups: list, coords: dict, shape: list):
+    """Every vector's last element before the tensor's end (the caller checks the starts)."""
     pairs = []
     for g in groups:
         c = list(coords[g[0]])

@@ -151,3 +151,24 @@ def test_users_own_property_row_softmax(data):
     e = np.exp(x - x.max(axis=1, keepdims=True))
     assert np.allclose(got, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
     assert np.allclose(got.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_a_fault_of_the_lowered_code_is_a_failing_case_not_a_crash(tmp_path, capsys):
+    """The PTX simulator faults on an access outside every tensor (here an off-by-one guard that the
+    interpreter reports too): `argus test` reports the case, it does not stop with an internal error."""
+    path = tmp_path / "offbyone.arg"
+    path.write_text("""
+kernel offbyone<BLOCK=128>(x: f32[N]) -> out: f32[N]:
+    grid(cdiv(N, BLOCK))
+    block(BLOCK)
+    i = block_id.x * BLOCK + thread_id
+    xs = load(x[i : i + 1], tv=(BLOCK, 1):(0, 0), mask=True)
+    if i <= N:
+        store(out[i : i + 1], xs * 2.0)
+""")
+    (tmp_path / "offbyone.ref.py").write_text("SHAPES = {'N': 200}\n\n\ndef reference(x):\n    return {'out': 2 * x}\n")
+    family = KernelFamily(str(path))
+    problems = run_case(family, Case(consts={}, sizes={"N": 100}, ptxsim=True), load_reference(path))
+    assert any(p.startswith("PTX simulator:") and "outside every tensor" in p for p in problems), problems
+    code, out, _ = cli(capsys, "test", path, "--max-examples", "5", "--ptxsim", "always")
+    assert code == 1 and "FAIL" in out

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from argus_verify import ir
 from argus_verify.diagnostics import ArgusError
 from argus_verify.reference import compute_reference, output_error
+from argus_verify.testing.ptxsim import PtxSimError
 from argus_verify.testing.strategies import VALUE_KINDS, consts_for, input_arrays, shapes_for
 
 __all__ = ["Case", "KernelFamily", "SearchResult", "cases", "reproducer", "run_case", "search"]
@@ -114,6 +115,8 @@ def run_case(family: KernelFamily, case: Case, ref: ModuleType | None, gpu: bool
         except ArgusError as e:  # a fault in the kernel (out of bounds, deadlock ...) or a refused launch
             where = f" at {e.span}" if e.span is not None else ""
             problems.append(f"{name}: {e.message}{where}")
+        except PtxSimError as e:  # the lowered code faulted (an access outside every tensor ...)
+            problems.append(f"{name}: {e}")
 
     for schedule in dict.fromkeys(["lockstep", case.schedule]):
         attempt(f"interpreter ({schedule})",

@@ -587,6 +587,7 @@ class Block:
         if space == "global":
             return self.mem.read(addr, n)
         if space == "shared":
+            addr &= _U32  # (a 32-bit shared address wraps: [%r - 4 t + 508] is valid PTX)
             if addr < 0 or addr + n > len(self.smem):
                 raise PtxSimError(f"shared access at {addr} of {n} bytes outside {len(self.smem)}")
             if addr % n:
@@ -598,6 +599,7 @@ class Block:
         if space == "global":
             self.mem.write(addr, raw)
             return
+        addr &= _U32  # (shared addresses are 32 bits: see _read)
         if addr < 0 or addr + len(raw) > len(self.smem):
             raise PtxSimError(f"shared store at {addr} of {len(raw)} bytes outside {len(self.smem)}")
         self.smem[addr:addr + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
