@@ -19,11 +19,11 @@ for name in T.KERNELS:
     T._write(d, name, {"SHIFT": 4} if name == "shiftcp" else {})
 (d / "mirror.arg").write_text(T.MIRROR)
 PY
-for spec in negload:N=1000 negstore:N=1000 shiftrow:M=37,N=100 shiftcp:M=37,N=100; do
-    name=${spec%%:*}; shape=${spec#*:}
+for spec in negload:N=1000 negstore:N=1000 shiftrow:M=37,N=100 shiftcp:M=37,N=100:SHIFT=4; do
+    name=${spec%%:*}; rest=${spec#*:}; shape=${rest%%:*}; consts=${rest#"$shape"}; consts=${consts#:}
     for tool in memcheck racecheck; do
         timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 \
-            argus run "$out/k/$name.arg" --backend cuda --shape "$shape" >>"$out/sanitizer.log" 2>&1
+            argus run "$out/k/$name.arg" --backend cuda --shape "$shape" ${consts:+--const "$consts"} >>"$out/sanitizer.log" 2>&1
         note "sanitizer $tool $name $shape: rc=$?"
     done
 done
