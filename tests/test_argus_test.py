@@ -172,3 +172,32 @@ kernel offbyone<BLOCK=128>(x: f32[N]) -> out: f32[N]:
     assert any(p.startswith("PTX simulator:") and "outside every tensor" in p for p in problems), problems
     code, out, _ = cli(capsys, "test", path, "--max-examples", "5", "--ptxsim", "always")
     assert code == 1 and "FAIL" in out
+
+
+def test_the_default_search_runs_threads_of_one_warp_apart(tmp_path, capsys):
+    """Two lanes of one warp write one shared slot (thread 1 overwrites the halo thread 0 stored): in
+    lockstep and in every whole-warp schedule the same lane wins; one thread at a time
+    (`warps,width=1`, among the searched schedules) shows the race as a wrong result."""
+    path = tmp_path / "halo.arg"
+    path.write_text("""
+kernel halo<BLOCK=128>(x: f32[N]) -> out: f32[N]:
+    grid(cdiv(N, BLOCK))
+    block(BLOCK)
+    base = block_id.x * BLOCK
+    s = shared(f32[BLOCK + 1])
+    xs = load(x[base + thread_id : base + thread_id + 1], tv=(BLOCK, 1):(0, 0), mask=True)
+    store(s[thread_id + 1 : thread_id + 2], xs)
+    if thread_id == 1:
+        store(s[0 : 1], xs)
+    if thread_id == 0:
+        hl = load(x[base - 1 : base], tv=(BLOCK, 1):(0, 0), mask=True)
+        store(s[0 : 1], hl)
+    barrier()
+    l = load(s[thread_id : thread_id + 1], tv=(BLOCK, 1):(0, 0))
+    if base + thread_id < N:
+        store(out[base + thread_id : base + thread_id + 1], l)
+""")
+    (tmp_path / "halo.ref.py").write_text("import numpy as np\nSHAPES = {'N': 200}\n\n\ndef reference(x):\n"
+                                          "    out = np.zeros(x.shape)\n    out[1:] = x[:-1]\n    return {'out': out}\n")
+    code, out, _ = cli(capsys, "test", path, "--max-examples", "40", "--ptxsim", "never", "--search-seed", "1")
+    assert code == 1 and "width=1" in out
