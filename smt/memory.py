@@ -182,7 +182,8 @@ class MemoryMixin:
                     self.notes.append(reason)
                 return self.havoc_tag(S, rd.label, reason)
             if S.depth > MAX_DEPTH:
-                reason = "data flows through shared memory around a loop more deeply than the encoding follows"
+                reason = ("data flows through shared memory through more stores and loads in a row than the encoding "
+                          "follows (around a loop, or a deep tree)")
                 if reason not in self.notes:  # the reason a tainted counterexample is unknown
                     self.notes.append(reason)
                 return self.havoc_tag(S, rd.label, reason)

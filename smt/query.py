@@ -132,8 +132,8 @@ class Query:
                 return Outcome(
                     "unknown",
                     model,
-                    "possible violation that rests on a loop-carried value the "
-                    "verifier had to widen: " + "; ".join(sorted(self.an.notes)),
+                    "possible violation that rests on a value the verifier had to "
+                    "widen: " + "; ".join(sorted(self.an.notes)),
                     time.perf_counter() - t0,
                 )
             if self.S.notes:

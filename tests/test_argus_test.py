@@ -197,7 +197,8 @@ kernel halo<BLOCK=128>(x: f32[N]) -> out: f32[N]:
     if base + thread_id < N:
         store(out[base + thread_id : base + thread_id + 1], l)
 """)
-    (tmp_path / "halo.ref.py").write_text("import numpy as np\nSHAPES = {'N': 200}\n\n\ndef reference(x):\n"
-                                          "    out = np.zeros(x.shape)\n    out[1:] = x[:-1]\n    return {'out': out}\n")
+    (tmp_path / "halo.ref.py").write_text(
+        "import numpy as np\nSHAPES = {'N': 200}\n\n\ndef reference(x):\n"
+        "    out = np.zeros(x.shape)\n    out[1:] = x[:-1]\n    return {'out': out}\n")
     code, out, _ = cli(capsys, "test", path, "--max-examples", "40", "--ptxsim", "never", "--search-seed", "1")
     assert code == 1 and "width=1" in out

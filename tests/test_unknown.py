@@ -115,7 +115,7 @@ SOURCES = {
         barrier()
     w = load(sx[0 : 256], tv=(256, 1):(1, 1))
     store(out[base : base + 256], w, mask=True)
-""", "output-contract", "data flows through shared memory around a loop more deeply than the encoding follows"),
+""", "output-contract", "through more stores and loads in a row than the encoding follows"),
     # two reads of what the previous iteration wrote: the candidate writes double at every level (a
     # shared-memory tree reduction has the same shape). Without a limit on the reads resolved per
     # query, building the formula took minutes, past any solver limit
