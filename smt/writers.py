@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from argus_verify.smt import zops as Z
+from argus_verify.smt.ints import thread_atom_lin
 from argus_verify.smt.records import boxes_of
 from argus_verify.smt.zops import FALSE, OPS, TRUE, bv
 
@@ -81,13 +82,14 @@ class Writers:
         # the starts: uniform affine part and thread part
         self.dims = []
         for d, (kind, iv, ext) in enumerate(self.view.items):
-            if iv.lin is None:
+            lin = thread_atom_lin(iv)  # (a start of the thread alone, `r = thread_id // T`, is one atom)
+            if lin is None:
                 if iv.uniform:
                     self.dims.append((kind, None, {}, ext, iv))
                     continue
                 return f"the start of dimension {d} of the store is not affine"
-            thr = {a: c for a, c in iv.lin[0].items() if a[0] == "thr"}
-            rest = ({a: c for a, c in iv.lin[0].items() if a[0] != "thr"}, iv.lin[1])
+            thr = {a: c for a, c in lin[0].items() if a[0] == "thr"}
+            rest = ({a: c for a, c in lin[0].items() if a[0] != "thr"}, lin[1])
             self.dims.append((kind, rest, thr, ext, iv))
         # conditions: uniform, of the thread alone (exhaustive), or mixed (at the holders)
         live = np.ones(T, dtype=bool)

@@ -54,7 +54,7 @@ def tag_value(ev: Ev, tg: V.TagVal):
 
 def fmt_tag(x) -> str:
     if x is None:
-        return "none: a constant"
+        return "none"
     return "(" + ", ".join(str(c) for c in x) + ("," if len(x) == 1 else "") + ")"
 
 

@@ -215,8 +215,13 @@ def contract_violation(an, acc, frag, res, span, terms) -> ObligationResult:
         f"{elem_str(acc.tensor, ge)} receives {frag.label}[value {ev.int(v)}] of thread {ev.int(t)}, "
         f"which holds {source_of(tg.trace, ev)} (tag {fmt_tag(got)}); the contract says {fmt_tag(want)}"
     ]
+    untagged = [x.name for x in an.k.inputs if an.k.tag_of(x.name) is None]
     hint = (
-        "the stored value carries no tag: it is a constant, or the loop that computes it may not run"
+        f"the stored value carries no tag: {', '.join(untagged)} {'has' if len(untagged) == 1 else 'have'} no "
+        f"tag declaration (e.g. `tag {untagged[0]}[i] = (i,)`), so {'its' if len(untagged) == 1 else 'their'} "
+        "elements carry none"
+        if got is None and untagged
+        else "the stored value carries no tag: it is a constant, or the loop that computes it may not run"
         if got is None
         else "the element stored is computed from the wrong inputs: compare the tile "
         "offsets and layouts on the path with the output's view"
