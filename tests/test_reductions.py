@@ -315,19 +315,6 @@ def test_a_factor_the_contract_does_not_have_is_never_proved(body):
     assert found - {"proved"}, found
 
 
-ABSMAX = """
-kernel absmax<COLS=256, ROWS=4>(x: f32[M, N]) -> out: f32[M]:
-    requires N <= COLS
-    grid(cdiv(M, ROWS))
-    block(32 * ROWS)
-    tag x[i, j] = (i, j)
-    tag out[i] = (i,) once
-    contract out[i] = {reduce}({g} for j)
-    r0 = block_id.x * ROWS
-    xs = load(x[r0 : r0 + ROWS, 0 : COLS], tv=((32, ROWS), COLS // 32):((1, COLS), 32), mask=True, other={pad})
-    m = reduce_{reduce}({f}, axis=1, scope=warp, lanes=0b11111)
-    store(out[r0 : r0 + ROWS], reshape(m, ROWS), mask=True, where=lane_id == 0)
-"""
 
 
 @pytest.mark.parametrize("reduce, f, g, pad, want", [
@@ -340,5 +327,6 @@ kernel absmax<COLS=256, ROWS=4>(x: f32[M, N]) -> out: f32[M]:
     ("min", "neg(abs(xs))", "neg(abs(x[i, j]))", "0.0", "proved"),  # -|x| <= 0 = -|0|: never below
 ])
 def test_padding_of_a_max_may_be_any_value_no_element_loses_to(reduce, f, g, pad, want):
-    v = verdicts(ABSMAX.format(reduce=reduce, f=f, g=g, pad=pad))
+    text = rowsum(reduce=f"reduce_{reduce}", other=f", other={pad}").replace("(xs, axis=1", f"({f}, axis=1")
+    v = verdicts(text.replace("sum(x[i, j] for j)", f"{reduce}({g} for j)"))
     assert status(v["padding"]) == {want}
