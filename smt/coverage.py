@@ -349,10 +349,14 @@ class Coverage:
 
     def check_accumulator(self, loop: ir.For, name: str, prov: Prov):
         """A value carried around the loop may hold reduction data only as an accumulator:
-        `acc = acc (+) e` or `acc = mma(a, b, acc)`, its one assignment in the body."""
+        `acc = acc (+) e` or `acc = mma(a, b, acc)`, its one assignment in the body, or a chain of
+        combines that takes the old value once (`accumulation_chain`: `acc = acc + a + b`)."""
         if not any(e.op is not None or e.counts.any() for e in prov.entries.values()):
             return
         assigns = [st for st in _walk_stmts(loop.body) if isinstance(st, ir.Assign) and st.name == name]
+        if len(assigns) > 1 or (assigns and not isinstance(assigns[0].op, (ir.Mma, ir.Wgmma))):
+            if accumulation_chain(loop.body, name) is not None:
+                return
         ok = len(assigns) == 1 and assigns[0] in loop.body
         if ok:
             op = assigns[0].op
@@ -948,6 +952,47 @@ def _walk_stmts(body):
         elif isinstance(s, ir.If):
             yield from _walk_stmts(s.then)
             yield from _walk_stmts(s.orelse)
+
+
+def accumulation_chain(body: list, name: str) -> tuple[str, list] | None:
+    """(the reduction, the addends in order) where a loop body updates `name` as an accumulator:
+    its value at the top of the body is read once, as an operand of a combining operator, whose
+    result is read once the same way, and so on into the last assignment of `name` (the front end
+    spells `acc = acc + a + b` as `_t = acc + a; acc = _t + b`; `acc = acc + a; acc = acc + b` is one
+    too), every combine with the same reduction's operator. Then the value after the body is the old
+    one combined with the addends, in the body's order. None otherwise (any other read of the old
+    value, a combine under a branch or an inner loop, two reductions)."""
+    carries = {name: True}  # names whose value holds the old one, once, under combines only
+    read: set = set()  # of those, the ones already read
+    red, addends = None, []
+    for st in body:
+        nested = [x for x in _walk_stmts([st]) if x is not st]
+        if any(carries.get(n) for x in nested for n in _reads(x)) or \
+                any(isinstance(x, ir.Assign) and carries.get(x.name) is not None for x in nested):
+            return None  # (under a branch or an inner loop)
+        hit = [n for n in _reads(st) if carries.get(n)]
+        if not isinstance(st, ir.Assign):
+            if hit:
+                return None
+            continue
+        if not hit:
+            carries[st.name] = False
+            read.discard(st.name)
+            continue
+        op = st.op
+        entry = semantics.FLOAT_BINARY.get(op.op) if isinstance(op, ir.Elementwise) else None
+        combines = entry.combines if entry is not None else None
+        if len(hit) != 1 or hit[0] in read or len(op.args) != 2 or op.args.count(hit[0]) != 1 or \
+                combines not in semantics.REDUCE_OPS or (red is not None and combines != red):
+            return None
+        red = combines
+        read.add(hit[0])
+        addends.append(op.args[1] if op.args[0] == hit[0] else op.args[0])
+        carries[st.name] = True
+        read.discard(st.name)
+    if not carries.get(name) or name in read or red is None:
+        return None
+    return red, addends
 
 
 def _assigned(body) -> list:

@@ -23,7 +23,7 @@ import attrs
 
 from argus_verify import ir, semantics
 from argus_verify.smt import contract_expr as X
-from argus_verify.smt.coverage import mentions, subst
+from argus_verify.smt.coverage import accumulation_chain, mentions, subst
 
 # stand-ins for an unknown finite operand when a padding value is pushed through an operation
 _FINITE_SAMPLES = (-2.5, 0.0, 3.0)
@@ -160,7 +160,10 @@ class ReductionFlow:
 
     def accumulated_terms(self, s: ir.For, before, env):
         """After the loop, `acc = acc (+) e` from the reduction's identity holds the reduction of e
-        over the iterations (and `acc = mma(a, b, acc)` the sum of the products)."""
+        over the iterations (and `acc = mma(a, b, acc)` the sum of the products); so does a chain of
+        combines into acc (`acc = acc + a + b`, coverage.accumulation_chain)."""
+        assigned = [st.name for st in s.body if isinstance(st, ir.Assign)]
+        direct = set()
         for st in s.body:
             if not (isinstance(st, ir.Assign) and st.name in before and st.name in env):
                 continue
@@ -183,23 +186,50 @@ class ReductionFlow:
                 # pass, every name of the body is): its joined value stands
                 continue
             env[st.name] = attrs.evolve(env[st.name], expr=term)
+            if assigned.count(st.name) == 1:
+                direct.add(st.name)
+        for name in ({st.name for st in s.body if isinstance(st, ir.Assign)} & set(before) & set(env)) - direct:
+            chain = accumulation_chain(s.body, name)  # `acc = acc + a + b`: the old value and the addends
+            if chain is None:
+                continue
+            red, addends = chain
+            term = before[name].expr
+            for a in addends:
+                body = env.get(a).expr if isinstance(a, str) and a in env else None
+                term = X.combine(semantics.REDUCE_OPS[red].binary, term,
+                                 ("red", red, X.strip(body, red)) if body is not None else None)
+            env[name] = attrs.evolve(env[name], expr=term)
 
     def accumulations(self, s: ir.For, before, env):
-        """`acc = acc (+) e` directly in a loop body: (+) must be a reduction operator, and acc
-        must start at its identity."""
+        """`acc = acc (+) e` in a loop body, directly or through a chain of combines (`acc = acc + a
+        + b`, coverage.accumulation_chain): (+) must be a reduction operator, acc must start at its
+        identity, and each addend's padding along the dimensions the loop walks is checked."""
+        direct = set()
         for st in s.body:
             if not (isinstance(st, ir.Assign) and st.name in before):
                 continue
             op = st.op
             if isinstance(op, ir.Elementwise) and len(op.args) == 2 and st.name in op.args:
                 other = op.args[1] if op.args[0] == st.name else op.args[0]
-                addend = env.get(other) if isinstance(other, str) else None
-                self.accumulation(st, op.op, before[st.name], addend, s)
-                walked = self.walked_by(st, op.op, addend, s)
-                if walked and isinstance(env.get(st.name), Flow):
-                    env[st.name] = attrs.evolve(env[st.name], families=env[st.name].families | walked)
+                self.accumulate(st, op.op, before[st.name], other, s, env)
+                direct.add(st.name)
             elif isinstance(op, (ir.Mma, ir.Wgmma)) and op.c == st.name:
                 self.check_init(st, "sum", before[st.name])
+                direct.add(st.name)
+        for name in ({st.name for st in s.body if isinstance(st, ir.Assign)} & set(before)) - direct:
+            chain = accumulation_chain(s.body, name)
+            if chain is not None:
+                last = [st for st in s.body if isinstance(st, ir.Assign) and st.name == name][-1]
+                for other in chain[1]:
+                    self.accumulate(last, semantics.REDUCE_OPS[chain[0]].binary, before[name], other, s, env)
+
+    def accumulate(self, st, opname, init, other, loop, env):
+        """One addend `other` of `st.name = st.name (+) other` over `loop`."""
+        addend = env.get(other) if isinstance(other, str) else None
+        self.accumulation(st, opname, init, addend, loop)
+        walked = self.walked_by(st, opname, addend, loop)
+        if walked and isinstance(env.get(st.name), Flow):
+            env[st.name] = attrs.evolve(env[st.name], families=env[st.name].families | walked)
 
     def loop_combines(self, loop: ir.For) -> set:
         """The reduction operators that operations in the loop's body combine with (reduce_*, the

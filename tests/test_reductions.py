@@ -330,3 +330,79 @@ def test_padding_of_a_max_may_be_any_value_no_element_loses_to(reduce, f, g, pad
     text = rowsum(reduce=f"reduce_{reduce}", other=f", other={pad}").replace("(xs, axis=1", f"({f}, axis=1")
     v = verdicts(text.replace("sum(x[i, j] for j)", f"{reduce}({g} for j)"))
     assert status(v["padding"]) == {want}
+
+
+UNROLLED = """
+kernel unrolled<CHUNK=512>(x: f32[M, N]) -> out: f32[M]:
+    grid(M)
+    block(128)
+    tag x[i, j] = (i, j)
+    tag out[i] = (i,) once
+    contract out[i] = sum(x[i, j] for j)
+    row = block_id.x
+    acc = full(f32[1, 1], {init}, tv=(128, CHUNK // 128):(0, 0))
+    for c0 in range(0, N, 2 * CHUNK):
+        xs = load(x[row : row + 1, c0 : c0 + CHUNK], tv=(128, CHUNK // 128):(1, 128), mask=True)
+        ys = load(x[row : row + 1, c0 + {second} : c0 + {second} + CHUNK], tv=(128, CHUNK // 128):(1, 128), mask=True)
+{update}
+    w = reduce_sum(acc, axis=1, scope=warp, lanes=0b11111)
+    partial = shared(f32[1, 4])
+    store(partial[0 : 1, warp_id : warp_id + 1], w, where=lane_id == 0)
+    barrier()
+    p = load(partial, tv=((4, 32), 1):((1, 0), 0))
+    total = reduce_sum(p, axis=1, scope=warp, lanes=0b00011)
+    store(out[row : row + 1], reshape(total, 1), where=thread_id == 0)
+"""
+CHAIN = "        acc = acc + reduce_sum(xs, axis=1) + reduce_sum(ys, axis=1)"
+TWO_UPDATES = "        acc = acc + reduce_sum(xs, axis=1)\n        acc = acc + reduce_sum(ys, axis=1)"
+
+
+def unrolled(update=CHAIN, init="0.0", second="CHUNK") -> dict:
+    return {k: status(v) for k, v in verdicts(UNROLLED.format(update=update, init=init, second=second)).items()}
+
+
+@pytest.mark.parametrize("update", [CHAIN, TWO_UPDATES,
+                                    "        acc = acc + (reduce_sum(xs, axis=1) + reduce_sum(ys, axis=1))"])
+def test_an_accumulator_updated_by_a_chain_of_sums_is_proved(update):
+    """`acc = acc + a + b` is `_t = acc + a; acc = _t + b` after the front end: the old value enters
+    once, through sums only (coverage.accumulation_chain); the same as two updates or `acc + (a + b)`."""
+    assert all(v == {"proved"} for v in unrolled(update).values())
+
+
+@pytest.mark.parametrize("update, second, init, want", [
+    (CHAIN, "CHUNK - 1", "0.0", ("reduction-coverage", "violated")),  # the second load overlaps the first
+    (TWO_UPDATES, "CHUNK - 1", "0.0", ("reduction-coverage", "violated")),
+    (CHAIN, "CHUNK", "1.0", ("padding", "violated")),  # a chain's start is checked as a direct one's
+    ("        acc = acc + reduce_sum(xs, axis=1) + acc", "CHUNK", "0.0", None),  # the old value twice
+    ("        acc = max(acc + reduce_sum(xs, axis=1), reduce_sum(ys, axis=1))", "CHUNK", "0.0", None),
+])
+def test_a_chain_that_is_not_an_accumulation_is_never_proved(update, second, init, want):
+    got = unrolled(update, init, second)
+    if want is not None:
+        assert want[1] in got[want[0]], got
+    assert any(v - {"proved"} for v in got.values()), got
+
+
+COLCHAIN = """
+kernel colsum<COLS=128>(x: f32[M, N]) -> out: f32[N]:
+    requires N <= COLS
+    grid(1)
+    block(128)
+    tag x[i, j] = (i, j)
+    tag out[j] = (j,) once
+    contract out[j] = sum(x[i, j] for i)
+    acc = zeros(f32[1, COLS], tv=(128, 1):(1, 0))
+    for r0 in range(0, M, 2):
+        xs = load(x[r0 : r0 + 1, 0 : COLS], tv=(128, 1):(1, 0), mask=True{pad})
+        ys = load(x[r0 + 1 : r0 + 2, 0 : COLS], tv=(128, 1):(1, 0), mask=True{pad})
+        acc = acc + xs + ys
+    store(out[0 : COLS], reshape(acc, COLS), mask=True)
+"""
+
+
+@pytest.mark.parametrize("pad, want", [("", "proved"), (", other=-inf", "violated")])
+def test_a_chain_checks_the_padding_of_its_addends_along_the_loop(pad, want):
+    """A column sum over a row loop, two rows an iteration: the second row past M is padded, and that
+    padding enters the sum through the chain as it would through `acc = acc + ys`."""
+    v = verdicts(COLCHAIN.format(pad=pad))
+    assert status(v["padding"]) == {want} and status(v["reduction-coverage"]) == {"proved"}
