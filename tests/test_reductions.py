@@ -26,15 +26,15 @@ kernel rowsum<COLS=128, ROWS=16>(x: f32[M, N]) -> out: f32[M]:
     store(out[r0 : r0 + ROWS], reshape({value}, ROWS), mask=True, where=lane_id % 16 == 0)
 """
 
-CHUNKED = """
-kernel chunked<CHUNK=256>(x: f32[M, N]) -> out: f32[M]:
-    grid(M)
-    block(64)
-    tag x[i, j] = (i, j)
-    tag out[i] = (i,) once
-    contract out[i] = sum(x[i, j] for j)
-    row = block_id.x
-    acc = zeros(f32[1, 1], tv=(64, {width} // 64):(0, 0))
+
+def row_sum_header(name: str, chunk: int, block: int) -> str:
+    """A kernel of one block per row whose contract is the row sum (the start of its text)."""
+    return (f"\nkernel {name}<CHUNK={chunk}>(x: f32[M, N]) -> out: f32[M]:\n    grid(M)\n    block({block})\n"
+            "    tag x[i, j] = (i, j)\n    tag out[i] = (i,) once\n    contract out[i] = sum(x[i, j] for j)\n"
+            "    row = block_id.x\n")
+
+
+CHUNKED = row_sum_header("chunked", 256, 64) + """    acc = zeros(f32[1, 1], tv=(64, {width} // 64):(0, 0))
     for c0 in range({start}, {stop}, CHUNK):
         xs = load(x[row : row + 1, c0 : c0 + {width}], tv=(64, {width} // 64):({width} // 64, 1), mask=True)
         acc = acc + reduce_sum(xs, axis=1)
@@ -332,15 +332,7 @@ def test_padding_of_a_max_may_be_any_value_no_element_loses_to(reduce, f, g, pad
     assert status(v["padding"]) == {want}
 
 
-UNROLLED = """
-kernel unrolled<CHUNK=512>(x: f32[M, N]) -> out: f32[M]:
-    grid(M)
-    block(128)
-    tag x[i, j] = (i, j)
-    tag out[i] = (i,) once
-    contract out[i] = sum(x[i, j] for j)
-    row = block_id.x
-    acc = full(f32[1, 1], {init}, tv=(128, CHUNK // 128):(0, 0))
+UNROLLED = row_sum_header("unrolled", 512, 128) + """    acc = full(f32[1, 1], {init}, tv=(128, CHUNK // 128):(0, 0))
     for c0 in range(0, N, 2 * CHUNK):
         xs = load(x[row : row + 1, c0 : c0 + CHUNK], tv=(128, CHUNK // 128):(1, 128), mask=True)
         ys = load(x[row : row + 1, c0 + {second} : c0 + {second} + CHUNK], tv=(128, CHUNK // 128):(1, 128), mask=True)
