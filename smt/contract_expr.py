@@ -180,6 +180,22 @@ class Equivalence:
             return self.fun("red", t[1])(self.term(t[2]))
         raise TypeError(t)
 
+    def never_past(self, t, values, op: str) -> bool:
+        """Whether term t is at least (op "max") or at most ("min") each of `values` for every input:
+        True only where the solver proves it."""
+        s = z3.Solver()
+        s.set("timeout", int(self.timeout_s * 1000))
+        e = self.term(t)
+        for v in values:
+            bound = z3.RealVal(repr(float(v)))
+            s.push()
+            s.add(e < bound if op == "max" else e > bound)  # an element below (above) the value
+            verdict = s.check()
+            s.pop()
+            if verdict != z3.unsat:
+                return False
+        return True
+
     def fun(self, kind, name, arity=1):
         key = (kind, name, arity)
         if key not in self.funs:

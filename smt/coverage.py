@@ -353,20 +353,14 @@ class Coverage:
         combines that takes the old value once (`accumulation_chain`: `acc = acc + a + b`)."""
         if not any(e.op is not None or e.counts.any() for e in prov.entries.values()):
             return
+        if accumulation_chain(loop.body, name) is not None:  # (`acc = acc (+) e` is a chain of one)
+            return
         assigns = [st for st in _walk_stmts(loop.body) if isinstance(st, ir.Assign) and st.name == name]
-        if len(assigns) > 1 or (assigns and not isinstance(assigns[0].op, (ir.Mma, ir.Wgmma))):
-            if accumulation_chain(loop.body, name) is not None:
-                return
         ok = len(assigns) == 1 and assigns[0] in loop.body
         if ok:
             op = assigns[0].op
-            if isinstance(op, ir.Elementwise):
-                entry = semantics.FLOAT_BINARY.get(op.op)
-                ok = (len(op.args) == 2 and name in op.args and op.args.count(name) == 1 and entry is not None
-                      and entry.combines in semantics.REDUCE_OPS)
-            else:
-                ok = (isinstance(op, ir.Mma) and op.c == name and name not in (op.a, op.b)) or \
-                    (isinstance(op, ir.Wgmma) and op.c == name)
+            ok = (isinstance(op, ir.Mma) and op.c == name and name not in (op.a, op.b)) or \
+                (isinstance(op, ir.Wgmma) and op.c == name)
         if ok:
             reads = [st for st in _walk_stmts(loop.body) if st is not assigns[0] and name in _reads(st)]
             ok = not reads
@@ -982,8 +976,8 @@ def accumulation_chain(body: list, name: str) -> tuple[str, list] | None:
         op = st.op
         entry = semantics.FLOAT_BINARY.get(op.op) if isinstance(op, ir.Elementwise) else None
         combines = entry.combines if entry is not None else None
-        if len(hit) != 1 or hit[0] in read or len(op.args) != 2 or op.args.count(hit[0]) != 1 or \
-                combines not in semantics.REDUCE_OPS or (red is not None and combines != red):
+        if combines not in semantics.REDUCE_OPS or len(hit) != 1 or hit[0] in read or len(op.args) != 2 or \
+                op.args.count(hit[0]) != 1 or (red is not None and combines != red):
             return None
         red = combines
         read.add(hit[0])

@@ -1,7 +1,7 @@
 """Which reductions reach each output, with which operator, and what padding enters them.
 
-A forward data-flow pass over the IR (no solver): every fragment gets the input dimension each of
-its tile axes walks along (its *origin*), the set of reductions it aggregates (*families*:
+A forward data-flow pass over the IR (the solver only for `dominated`): every fragment gets the
+input dimension each of its tile axes walks along (its *origin*), the set of reductions it aggregates (*families*:
 operator, tensor, dimension), the value that masked loads put in place of out-of-bounds elements
 along each input dimension (*padding*), and, for constant fragments, their value. From that:
 
@@ -188,11 +188,9 @@ class ReductionFlow:
             env[st.name] = attrs.evolve(env[st.name], expr=term)
             if assigned.count(st.name) == 1:
                 direct.add(st.name)
-        for name in ({st.name for st in s.body if isinstance(st, ir.Assign)} & set(before) & set(env)) - direct:
-            chain = accumulation_chain(s.body, name)  # `acc = acc + a + b`: the old value and the addends
-            if chain is None:
+        for name, (red, addends) in self.chains(s, before, direct).items():
+            if name not in env:
                 continue
-            red, addends = chain
             term = before[name].expr
             for a in addends:
                 body = env.get(a).expr if isinstance(a, str) and a in env else None
@@ -216,12 +214,18 @@ class ReductionFlow:
             elif isinstance(op, (ir.Mma, ir.Wgmma)) and op.c == st.name:
                 self.check_init(st, "sum", before[st.name])
                 direct.add(st.name)
-        for name in ({st.name for st in s.body if isinstance(st, ir.Assign)} & set(before)) - direct:
-            chain = accumulation_chain(s.body, name)
-            if chain is not None:
-                last = [st for st in s.body if isinstance(st, ir.Assign) and st.name == name][-1]
-                for other in chain[1]:
-                    self.accumulate(last, semantics.REDUCE_OPS[chain[0]].binary, before[name], other, s, env)
+        for name, (red, addends) in self.chains(s, before, direct).items():
+            last = [st for st in s.body if isinstance(st, ir.Assign) and st.name == name][-1]
+            for other in addends:
+                self.accumulate(last, semantics.REDUCE_OPS[red].binary, before[name], other, s, env)
+
+    @staticmethod
+    def chains(loop: ir.For, before: dict, skip: set) -> dict:
+        """name -> (reduction, addends) of the loop's accumulation chains (coverage.accumulation_chain)
+        into names defined before it, but those in `skip`."""
+        names = {st.name for st in loop.body if isinstance(st, ir.Assign)} & set(before)
+        found = {n: accumulation_chain(loop.body, n) for n in sorted(names - skip)}
+        return {n: c for n, c in found.items() if c is not None}
 
     def accumulate(self, st, opname, init, other, loop, env):
         """One addend `other` of `st.name = st.name (+) other` over `loop`."""
@@ -576,24 +580,10 @@ def dominated(expr, values, reduce_op: str) -> bool:
     if reduce_op not in ("max", "min") or expr is None or not values or \
             not all(math.isfinite(v) for v in values):
         return False
-    eq = X.Equivalence()
     try:
-        e = eq.term(X.unlane(expr))
-    except TypeError:
+        return X.Equivalence(timeout_s=2.0).never_past(X.unlane(expr), values, reduce_op)
+    except TypeError:  # (a term the encoding does not know)
         return False
-    import z3
-
-    s = z3.Solver()
-    s.set("timeout", 2000)
-    for v in values:
-        bound = z3.RealVal(repr(float(v)))
-        s.push()
-        s.add(e < bound if reduce_op == "max" else e > bound)  # an element that would lose to the padding
-        verdict = s.check()
-        s.pop()
-        if verdict != z3.unsat:
-            return False
-    return True
 
 
 def _join(a: Flow, b: Flow) -> Flow:

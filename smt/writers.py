@@ -112,7 +112,7 @@ class Writers:
             # execute the store, as their values have no coordinates
             if live[threads:].any():
                 return "threads outside the stored fragment's layout may execute the store"
-            T, tt, live = threads, tt[:threads], live[:threads]
+            live = live[:threads]
         self.live = live
         # (only the threads that may execute the store: a tile every thread holds whole, stored by one)
         mine = np.nonzero(live)[0]
@@ -131,16 +131,14 @@ class Writers:
         R = np.stack(cols, axis=-1).reshape(-1, len(self.dims))  # [live threads x V, rank]
         # the distinct points, and how many distinct threads hold each
         held = np.unique(np.column_stack([R, np.repeat(mine, table.shape[1])]), axis=0)
-        pts, counts = np.unique(held[:, :-1], axis=0, return_counts=True)
+        pts, holders = np.unique(held[:, :-1], axis=0, return_counts=True)
         self.points = set(map(tuple, pts.tolist()))
         self.boxes = boxes_of(self.points)
-        self.m = int(counts.max()) if len(counts) else 0
-        counts = set(counts.tolist())
-        if self.mixed and (len(counts) > 1 or self.m > MAX_HOLDERS):
+        self.m = int(holders.max()) if len(holders) else 0
+        if self.mixed and len(holders) and (holders.min() != self.m or self.m > MAX_HOLDERS):
             return "the store's condition mixes the thread with other values and several threads hold an element"
-        self.live_boxes = boxes_of({(int(t),) for t in np.nonzero(live)[0]})
-        if self.points:
-            pts = np.array(sorted(self.points), dtype=np.int64)
+        self.live_boxes = boxes_of({(int(t),) for t in mine})
+        if len(pts):
             self.lo, self.hi = pts.min(axis=0), pts.max(axis=0) + 1
         else:
             self.lo = self.hi = np.zeros(len(self.dims), dtype=np.int64)

@@ -216,16 +216,16 @@ def contract_violation(an, acc, frag, res, span, terms) -> ObligationResult:
         f"which holds {source_of(tg.trace, ev)} (tag {fmt_tag(got)}); the contract says {fmt_tag(want)}"
     ]
     untagged = [x.name for x in an.k.inputs if an.k.tag_of(x.name) is None]
-    hint = (
-        f"the stored value carries no tag: {', '.join(untagged)} {'has' if len(untagged) == 1 else 'have'} no "
-        f"tag declaration (e.g. `tag {untagged[0]}[i] = (i,)`), so {'its' if len(untagged) == 1 else 'their'} "
-        "elements carry none"
-        if got is None and untagged
-        else "the stored value carries no tag: it is a constant, or the loop that computes it may not run"
-        if got is None
-        else "the element stored is computed from the wrong inputs: compare the tile "
-        "offsets and layouts on the path with the output's view"
-    )
+    if got is not None:
+        hint = ("the element stored is computed from the wrong inputs: compare the tile offsets and layouts on "
+                "the path with the output's view")
+    elif untagged:
+        one = len(untagged) == 1
+        hint = (f"the stored value carries no tag: {', '.join(untagged)} {'has' if one else 'have'} no tag "
+                f"declaration (e.g. `tag {untagged[0]}[i] = (i,)`), so {'its' if one else 'their'} elements "
+                "carry none")
+    else:
+        hint = "the stored value carries no tag: it is a constant, or the loop that computes it may not run"
     path = trace_path(tg.trace, ev)
     return ObligationResult(
         "output-contract", "violated", span, "output contract violated", w, detail, path, hint, expl, res.seconds
