@@ -44,7 +44,7 @@ MAX_BATCH_ELEMS = 1 << 22  # blocks per batch so that [blocks, threads, values] 
 
 # Orders that between them show the race and wait bugs of specs/buggy (tests/test_interp_schedules.py)
 SCHEDULES = ("lockstep", "warps", "reverse", "random:1", "interleave:1", "one-warp-ahead", "reverse,width=8",
-             "warps,copies=early")
+             "warps,copies=early", "warps,blocks=serial", "warps,blocks=reverse")
 
 
 class Launch:
@@ -82,6 +82,8 @@ class Launch:
             ids = cluster_order(ids, g, shape)
             size = shape[0] * shape[1] * shape[2]
             batch = max(size, batch - batch % size)
+        elif self.schedule.blocks != "batch":  # one block at a time
+            ids, batch = (ids[::-1] if self.schedule.blocks == "reverse" else ids), 1
         for start in range(0, total, batch):
             self.run_batch(ids[start:start + batch])
 

@@ -12,7 +12,7 @@ whichever unit reads after it.
 docs/language.md's visibility rule (a store is seen by its own thread at once and by the others
 after the next barrier), so a missing barrier reads stale NaN without any adversarial order.
 
-Schedule strings: `NAME[:N][,width=W][,copies=late|early]`
+Schedule strings: `NAME[:N][,width=W][,copies=late|early][,blocks=batch|serial|reverse]`
 
     lockstep             every thread together (the default)
     warps                unit 0 runs to its next barrier, then unit 1, ... (each phase)
@@ -29,7 +29,10 @@ Schedule strings: `NAME[:N][,width=W][,copies=late|early]`
 `width` is the number of threads per unit (a divisor of 32; default 32). `copies=early` lands each
 async copy at its issue instead of at the wait that retires it (`late`, the default): the two
 extremes the hardware allows, late exposing reads before the wait, early exposing a copy that
-overwrites a buffer other warps still read.
+overwrites a buffer other warps still read. `blocks=serial` runs one block at a time in launch
+order, `blocks=reverse` the last block first (the default, `batch`, runs blocks side by side, each
+statement in every block before the next): blocks run in no fixed order on the GPU, so a block that
+reads what another writes, or two that write one element, give different results under these.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Schedule:
     arg: int | None = None  # random/interleave: the seed; one-warp-ahead: the unit that runs ahead
     width: int = 32
     copies: str = "late"
+    blocks: str = "batch"
 
     @classmethod
     def parse(cls, text: str | Schedule) -> Schedule:
@@ -63,8 +67,10 @@ class Schedule:
                 fields["width"] = _integer(value, text)
             elif key == "copies":
                 fields["copies"] = value
+            elif key == "blocks":
+                fields["blocks"] = value
             else:
-                raise ArgusError(f"schedule {text!r}: unknown option {key!r} (width=, copies=)")
+                raise ArgusError(f"schedule {text!r}: unknown option {key!r} (width=, copies=, blocks=)")
         return cls(**fields).checked(text)
 
     def checked(self, text) -> Schedule:
@@ -74,6 +80,8 @@ class Schedule:
             raise ArgusError(f"schedule {text!r}: width must be one of {WIDTHS}")
         if self.copies not in ("late", "early"):
             raise ArgusError(f"schedule {text!r}: copies must be late or early")
+        if self.blocks not in ("batch", "serial", "reverse"):
+            raise ArgusError(f"schedule {text!r}: blocks must be batch, serial or reverse")
         if self.order in ("lockstep", "warpgroups") and self.width != 32:
             raise ArgusError(f"schedule {text!r}: lockstep runs every thread together; it takes no width")
         if self.order == "warpgroups" and self.arg not in (None, 0, 1):
@@ -100,7 +108,8 @@ class Schedule:
     def __str__(self) -> str:
         text = self.order + (f":{self.arg}" if self.arg is not None else "")
         text += f",width={self.width}" if self.width != 32 else ""
-        return text + (",copies=early" if self.copies == "early" else "")
+        text += ",copies=early" if self.copies == "early" else ""
+        return text + (f",blocks={self.blocks}" if self.blocks != "batch" else "")
 
 
 def _integer(text: str, whole) -> int:

@@ -131,10 +131,14 @@ def format_thread(t) -> str:
 
 def format_witness(w: dict) -> str:
     parts = []
-    if "block" in w:
-        b = w["block"]
+    def block(b):
         shown = b[:2] if len(b) == 3 and b[2] == 0 else b
-        parts.append("block (" + ", ".join(str(x) for x in shown) + ")")
+        return "(" + ", ".join(str(x) for x in shown) + ")"
+
+    if "blocks" in w:  # two blocks (a race in global memory)
+        parts.append("blocks " + " and ".join(block(b) for b in w["blocks"]))
+    elif "block" in w:
+        parts.append("block " + block(w["block"]))
     if "warp" in w and "thread" not in w and "lanes" not in w and "threads" not in w:
         parts.append(f"warp {w['warp']}")
     if "value" in w and "thread" not in w:

@@ -202,3 +202,34 @@ kernel halo<BLOCK=128>(x: f32[N]) -> out: f32[N]:
         "    out = np.zeros(x.shape)\n    out[1:] = x[:-1]\n    return {'out': out}\n")
     code, out, _ = cli(capsys, "test", path, "--max-examples", "40", "--ptxsim", "never", "--search-seed", "1")
     assert code == 1 and "width=1" in out
+
+
+def test_sizes_that_are_whole_tiles_are_tried(tmp_path, capsys):
+    """A view shifted one column left (`c0 - 1`, masked) drops a row's last element only when N is
+    a multiple of CHUNK (an outside probe's r31): random sizes rarely hit it; the search ends with
+    each size set to the kernel's tile sizes. The unshifted kernel passes the same search."""
+    text = """
+kernel rsum<CHUNK=512>(x: f32[M, N]) -> out: f32[M]:
+    grid(M)
+    block(128)
+    row = block_id.x
+    acc = zeros(f32[1, 1], tv=(128, CHUNK // 128):(0, 0))
+    for c0 in range(0, N, CHUNK):
+        xs = load(x[row : row + 1, {start} : {start} + CHUNK], tv=(128, CHUNK // 128):(1, 128), mask=True)
+        acc = acc + reduce_sum(xs, axis=1)
+    w = reduce_sum(acc, axis=1, scope=warp, lanes=0b11111)
+    partial = shared(f32[1, 4])
+    store(partial[0 : 1, warp_id : warp_id + 1], w, where=lane_id == 0)
+    barrier()
+    p = load(partial, tv=((4, 32), 1):((1, 0), 0))
+    total = reduce_sum(p, axis=1, scope=warp, lanes=0b00011)
+    store(out[row : row + 1], reshape(total, 1), where=thread_id == 0)
+"""
+    ref = "SHAPES = {'M': 4, 'N': 700}\n\n\ndef reference(x):\n    return {'out': x.sum(axis=1)}\n"
+    for name, start, want in (("shifted", "c0 - 1", 1), ("right", "c0", 0)):
+        (tmp_path / f"{name}.arg").write_text(text.format(start=start))
+        (tmp_path / f"{name}.ref.py").write_text(ref)
+        code, out, _ = cli(capsys, "test", tmp_path / f"{name}.arg", "--max-examples", "10", "--ptxsim", "never")
+        assert code == want, out
+        if want:
+            assert "N=512" in out

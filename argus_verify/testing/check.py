@@ -25,7 +25,7 @@ from argus_verify.reference import compute_reference, output_error
 from argus_verify.testing.ptxsim import PtxSimError
 from argus_verify.testing.strategies import VALUE_KINDS, consts_for, input_arrays, shapes_for
 
-__all__ = ["Case", "KernelFamily", "SearchResult", "cases", "reproducer", "run_case", "search"]
+__all__ = ["Case", "KernelFamily", "SearchResult", "cases", "reproducer", "run_case", "search", "tile_size_cases"]
 
 
 @attrs.frozen
@@ -178,9 +178,10 @@ def _simulate(family: KernelFamily, case: Case, arrays: dict, scalars: dict) -> 
 
 # -- the search ------------------------------------------------------------------------------------
 
-# (warps,width=1: one thread at a time, so that threads of one warp race: two writers of one shared slot)
+# (warps,width=1: one thread at a time, so that threads of one warp race: two writers of one shared slot;
+#  blocks=serial/reverse: one block at a time, so that blocks race on global memory)
 SCHEDULES = ("lockstep", "warps", "reverse", "random:1", "interleave:1", "one-warp-ahead", "reverse,width=8",
-             "warps,width=1", "warps,copies=early")
+             "warps,width=1", "warps,copies=early", "warps,blocks=serial", "warps,blocks=reverse")
 
 
 @st.composite
@@ -213,18 +214,46 @@ class _CaseFailed(AssertionError):
     pass
 
 
+def tile_size_cases(family: KernelFamily, ref: ModuleType | None, limit: int, max_elements: int = 1 << 16,
+                    **pinned) -> list[Case]:
+    """Cases that set one size to exactly a tile size the kernel names (a compile-time constant, the
+    block size, a constant of the grid or the requires) and the others to 3: bugs that need a size
+    to be a whole number of tiles (a view shifted by one that drops the last tile's last element)
+    show only there, and random draws hit one value of a size in a thousand. At most `limit`, the
+    largest constants first; the parts of a case that `pinned` names are kept."""
+    if pinned.get("consts") is None and (getattr(ref, "CONSTS", None) or {}):
+        return []  # the constants are drawn: their tile sizes are not known ahead
+    from argus_verify.testing.strategies import _constants_in, _fits
+
+    consts = dict(pinned.get("consts") or {})
+    k = family.get(consts).ir
+    tiles = {k.block, *(int(v) for _, v in k.consts if isinstance(v, int))}
+    for e in (*k.grid, *k.requires):
+        _constants_in(e, tiles)
+    fixed = dict(pinned.get("sizes") or {})
+    free = [s for s in k.sizes if s not in fixed]
+    out: list[Case] = []
+    for c in sorted((c for c in tiles if 2 < c <= max_elements), reverse=True):
+        for s in free:
+            sizes = {n: fixed.get(n, c if n == s else 3) for n in k.sizes}
+            if not _fits(k, sizes, max_elements) or len(out) >= limit:
+                continue
+            out.append(Case(consts=consts, sizes=sizes, values=pinned.get("values") or "typical",
+                            seed=pinned.get("seed") if pinned.get("seed") is not None else len(out),
+                            schedule=pinned.get("schedule") or SCHEDULES[len(out) % len(SCHEDULES)],
+                            ptxsim=bool(pinned.get("ptxsim"))))
+    return out
+
+
 def search(family: KernelFamily, ref: ModuleType | None, *, max_examples: int = 50, search_seed: int = 0,
            gpu: bool = False, **pinned) -> SearchResult:
-    """Hypothesis over `cases(...)`: stops at the first failing case and shrinks it; the result
-    holds the minimal case and its problems (the last failing case hypothesis ran is the minimal
-    one: it replays it at the end)."""
+    """Hypothesis over `cases(...)`, then the sizes that are whole tiles (`tile_size_cases`, at
+    most a fifth of `max_examples`, the rest hypothesis's): stops at the first failing case; one
+    that hypothesis found is shrunk, so the result holds the minimal case and its problems (the last
+    failing case hypothesis ran is the minimal one: it replays it at the end)."""
     result = SearchResult()
 
-    @hypothesis_seed(search_seed)
-    @settings(max_examples=max_examples, database=None, deadline=None, verbosity=Verbosity.quiet,
-              suppress_health_check=list(HealthCheck), print_blob=False)
-    @given(case=cases(family, ref, **pinned))
-    def prop(case):
+    def check(case):
         result.examples += 1
         for name in ["interpreter"] + (["PTX simulator"] if case.ptxsim else []) + (["GPU"] if gpu else []):
             result.ran[name] = result.ran.get(name, 0) + 1
@@ -233,8 +262,19 @@ def search(family: KernelFamily, ref: ModuleType | None, *, max_examples: int = 
             result.failure, result.problems = case, problems
             raise _CaseFailed("; ".join(problems))
 
+    first = tile_size_cases(family, ref, max_examples // 5, **pinned)
+
+    @hypothesis_seed(search_seed)
+    @settings(max_examples=max(1, max_examples - len(first)), database=None, deadline=None,
+              verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck), print_blob=False)
+    @given(case=cases(family, ref, **pinned))
+    def prop(case):
+        check(case)
+
     try:
         prop()
+        for case in first:
+            check(case)
     except _CaseFailed:
         pass
     return result

@@ -15,7 +15,9 @@ violation, so each bug is reported at its root):
                   exists an in-bounds element that no (block, thread, value, iteration) writes
 * bounds          exists point: executed, unmasked, coordinate outside the tensor / allocation
 * race            exists two threads, two accesses to one shared offset, one a write, not
-                  ordered by a barrier (async copies: by a retiring wait then a barrier)
+                  ordered by a barrier (async copies: by a retiring wait then a barrier);
+                  exists two accesses to one output element, one a store, by two blocks or by
+                  two threads of a block not ordered by a barrier (global_races.py)
 * barrier-divergence  exists two threads of a block that disagree on the barrier's guard
 * uninitialised-read  exists a read with no write before it, or whose last write is an async
                   copy not yet retired by a wait
