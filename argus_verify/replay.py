@@ -243,6 +243,8 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
     tag-assertion,       every operand the witness names whose value is a copy of an input
     output-contract      element holds an element with the claimed tag
     launch (division)    the run faults with a division by zero at the division's line
+    barrier-divergence   the run stops at the statement: a barrier or a warp collective that only some
+                         threads of the block (lanes of the warp) reach
     reduction-coverage   an output differs from what the contract gives (float64), well beyond rounding
     (and mma tag-assertion / output-contract witnesses, whose operands other threads hold)
 
@@ -270,6 +272,16 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
         if at == line:
             return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
         return out(UNCHECKED, f"the interpreter faulted first at line {at}")
+    if ob == "barrier-divergence":  # the interpreter stops where a barrier or a warp collective is partial
+        r = _Run(kernel, w, path, record=False)
+        if not r.ok:
+            return out(UNCHECKED, "the interpreter cannot run these sizes")
+        at = getattr(getattr(r.fault, "span", None), "line", None)
+        if r.fault is not None and at == line:
+            return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
+        return out(UNCHECKED, "the interpreter did not stop at the statement (its condition may hold for every "
+                              "thread of the blocks it ran)" if r.fault is None else
+                              f"the interpreter faulted first at line {at}")
     if ob == "uninitialised-read":
         frag = w.get("fragment")
         if frag is None or "thread" not in w:

@@ -56,7 +56,7 @@ class ComputeOps:
         types = self.launch.frag_types
         if op.atom != "fma":  # mma.sync on whole warps, through the atom's layouts
             plan = mma_plan(op.atom, types[op.a], types[op.b], s.type)
-            return self.across_lanes(s, loop, (a, b, c), lambda a, b, c: semantics.round_to(
+            return self.across_lanes(s, loop, active, (a, b, c), lambda a, b, c: semantics.round_to(
                 atoms.run_mma(plan, a, b, c), s.type.dtype))
         ia, ib = (self.threads_of(p) for p in fma_pairing(types[op.a], types[op.b], s.type))
         t = np.arange(self.count)[:, None, None]
@@ -76,7 +76,7 @@ class ComputeOps:
         with np.errstate(all="ignore"):
             r = red.ref(np.where(groups[None], x[:, :, None, :], red.identity), axis=-1).astype(x.dtype)
         if op.scope == "warp" and op.lanes:
-            return self.across_lanes(s, loop, (r,), lambda part: butterfly(op.op, op.lanes, part))
+            return self.across_lanes(s, loop, active, (r,), lambda part: butterfly(op.op, op.lanes, part))
         return r
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from argus_verify import ir
 from argus_verify.diagnostics import ArgusRuntimeError
 from argus_verify.layout import NumpyOps
+from argus_verify.runtime.interp_warp import whole_warps
 from argus_verify.semantics import round_to
 
 NP_OPS = NumpyOps()
@@ -196,12 +197,14 @@ class MemoryOps:
     def visit_Ldmatrix(self, op: ir.Ldmatrix, s: ir.Assign, env, active, loop):
         """Each lane receives the elements its type's coordinates name (the ISA's ldmatrix layout
         over the rows the warp supplies, computed by the front end): a shared read of those."""
+        whole_warps(s, active, self.first_thread, self.batch.blocks)
         coords = self.view_coords(op.src, self.coord_table(s.type.coords), env)
         off = self.shared_offsets(op.src, coords, active, s)
         return self.batch.shared.read(op.src.base, off, self.tids).astype(ir.numpy_dtype(s.type.dtype))
 
     def visit_Stmatrix(self, s: ir.Stmatrix, env, active, loop):
         """Every value lands at its own coordinate (the front end checked it): a store."""
+        whole_warps(s, active, self.first_thread, self.batch.blocks)
         return self.visit_Store(s.as_store(), env, active, loop)
 
     def visit_Store(self, s: ir.Store, env, active, loop):

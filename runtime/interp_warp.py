@@ -11,6 +11,7 @@ import functools
 import numpy as np
 
 from argus_verify import ir, semantics
+from argus_verify.diagnostics import ArgusRuntimeError
 from argus_verify.runtime.schedules import WarpSync
 
 
@@ -26,11 +27,29 @@ class WarpOps:
     def visit_Shuffle(self, op: ir.Shuffle, s: ir.Assign, env, active, loop):
         arg = self.per_thread(self.ieval(op.lane_arg, env), np.int64)
         warp_start = self.first_thread - self.first_thread % 32
-        return self.across_lanes(s, loop, (env[op.arg], arg), functools.partial(shuffle, op.mode, warp_start))
+        return self.across_lanes(s, loop, active, (env[op.arg], arg), functools.partial(shuffle, op.mode, warp_start))
 
-    def across_lanes(self, s: ir.Assign, loop, payload: tuple, compute):
+    def across_lanes(self, s: ir.Assign, loop, active, payload: tuple, compute):
         """`compute(*payload)` over whole warps: now when this unit holds them, else a request the
-        scheduler answers once the warp's other units have reached this statement too."""
+        scheduler answers once the warp's other units have reached this statement too. Every lane
+        of a warp runs the collective or none does (the `.sync.aligned` instructions' rule)."""
+        whole_warps(s, active, self.first_thread, self.batch.blocks)
         if self.count % 32 == 0 or self.count == self.launch.threads:
             return compute(*payload)
         return WarpSync(s, tuple(loop.items()), payload, compute)
+
+
+def whole_warps(s, active: np.ndarray, first_thread: int, blocks: np.ndarray) -> None:
+    """`active` [G, n] (threads first_thread ..) holds, for each warp part, all lanes or none."""
+    n = active.shape[1]
+    for start in range(0, n, 32 if first_thread % 32 == 0 else n):  # (a narrower unit: its own lanes)
+        part = active[:, start:start + 32]
+        mixed = part.any(axis=1) & ~part.all(axis=1)
+        if mixed.any():
+            g = int(np.nonzero(mixed)[0][0])
+            on = np.nonzero(part[g])[0] + first_thread + start
+            off = np.nonzero(~part[g])[0] + first_thread + start
+            raise ArgusRuntimeError(
+                f"warp collective run by only some lanes of warp {int(on[0]) // 32} in block "
+                f"{tuple(int(b) for b in blocks[g])} (thread {int(on[0])} runs it, thread {int(off[0])} does not): "
+                "the .sync instruction would hang or misbehave", s.span)

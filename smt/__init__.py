@@ -301,6 +301,7 @@ def _steps(O) -> list:
         ("bounds", O.check_bounds),
         ("barrier-divergence", O.check_divergence),
         ("race", O.check_races),
+        ("race", O.check_global_races),
         ("uninitialised-read", O.check_uninit),
         ("bank-conflict", O.check_banks),
         ("uncoalesced", lambda an, _t: O.check_coalescing(an)),

@@ -108,6 +108,7 @@ class Analysis(
         self.checks: list = []
         self.out_stores: list = []
         self.barriers: list = []
+        self.collectives: list = []  # (node, instruction, threads): .sync.aligned statements, per warp (32) or warpgroup (128)
         self.waits: list = []
         self.wgmma_groups: list = []  # wgmma commit_group / wait_group nodes (smt.hopper)
         self.mbar_accesses: list = []  # mbarrier elements used (smt.hopper): bounds only

@@ -131,6 +131,8 @@ class ComputeMixin:
     def visit_Mma(self, op: ir.Mma, s, node, env, label, ld) -> FragV:
         A, B, C = env[op.a], env[op.b], env[op.c]
         mma = MmaTerms(self, s, A, B, C, label)
+        if op.atom != "fma":
+            self.collectives.append((node, "mma", 32))
         self.checks.append(
             Check(
                 "mma",

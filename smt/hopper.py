@@ -115,9 +115,12 @@ class HopperMixin:
 
     def visit_Fence(self, s: ir.Fence, node, env):
         """No data: whether fences are in place is async-proxy-fence's and wgmma-accumulator's part."""
+        if s.kind == "wgmma":
+            self.collectives.append((node, "wgmma_fence", 128))
 
     def visit_WgmmaGroup(self, s: ir.WgmmaGroup, node, env):
         self.wgmma_groups.append(node)
+        self.collectives.append((node, f"wgmma_{s.kind}", 128))
 
     def visit_SetMaxNReg(self, s: ir.SetMaxNReg, node, env):
         """No data: a register-count policy (its budget is checked at compile time)."""
@@ -165,6 +168,7 @@ class HopperMixin:
         self.g_accesses.append(GAccess("tma_load", node, s.src.base, src, w.coords, w.values, True, None, dtype))
 
     def visit_Wgmma(self, op: ir.Wgmma, s, node, env, label, ld):
+        self.collectives.append((node, "wgmma", 128))
         C = env[op.c]
         A, read_a = self.wgmma_operand(op.a, "a", s, node, env, ld)
         B, read_b = self.wgmma_operand(op.b, "b", s, node, env, ld)

@@ -81,6 +81,7 @@ class MemoryMixin:
     def visit_Stmatrix(self, s: ir.Stmatrix, node, env):
         """Every value lands at its own coordinate (the front end checked it): a store. (Bank
         conflicts are counted as for a store of the fragment, not per 8x8 matrix.)"""
+        self.collectives.append((node, "stmatrix", 32))
         return self.visit_Store(s.as_store(), node, env)
 
     def visit_CopyAsync(self, s: ir.CopyAsync, node, env):
@@ -144,6 +145,7 @@ class MemoryMixin:
         ldmatrix layout over the supplied rows); bank conflicts are those of the row reads: 16
         bytes per row address, one phase per 8x8 matrix."""
         rows = atoms.ldmatrix_row_elements(op.rows)
+        self.collectives.append((node, "ldmatrix", 32))
         return self.load_shared(s, node, env, label, ld, bank=(rows, 8), opname="ldmatrix")
 
     def load_shared(self, s, node, env, label, ld, bank=None, opname="load") -> FragV:

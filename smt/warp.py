@@ -23,6 +23,7 @@ class WarpMixin:
     def visit_Shuffle(self, op: ir.Shuffle, s, node, env, label, ld) -> FragV:
         a = env[op.arg]
         lane_arg = self.cint(op.lane_arg, env)
+        self.collectives.append((node, f"shfl_{op.mode}", 32))
         mode = semantics.SHUFFLE_MODES[op.mode]
 
         def fn(S, ctx, inst, t, v):
@@ -37,6 +38,8 @@ class WarpMixin:
     def visit_Reduce(self, op: ir.Reduce, s, node, env, label, ld) -> FragV:
         a = env[op.arg]
         opname = f"reduce_{op.op}"
+        if op.scope == "warp" and op.lanes:
+            self.collectives.append((node, f"{opname}(scope=warp)", 32))
         self.checks.append(
             Check(
                 "reduce",

@@ -34,6 +34,7 @@ from argus_verify.smt.obligations.bounds import check_bounds
 from argus_verify.smt.obligations.coalescing import check_coalescing
 from argus_verify.smt.obligations.contract import check_contracts
 from argus_verify.smt.obligations.divergence import check_divergence
+from argus_verify.smt.obligations.global_races import check_global_races
 from argus_verify.smt.obligations.once import check_once
 from argus_verify.smt.obligations.races import check_races
 from argus_verify.smt.obligations.reductions import check_contract_reductions
@@ -48,6 +49,7 @@ STEPS = (
     ("bounds", check_bounds),
     ("barrier-divergence", check_divergence),
     ("race", check_races),
+    ("race", check_global_races),
     ("uninitialised-read", check_uninit),
     ("bank-conflict", check_banks),
     ("uncoalesced", check_coalescing),
@@ -64,6 +66,7 @@ __all__ = [
     "check_coalescing",
     "check_contracts",
     "check_divergence",
+    "check_global_races",
     "check_once",
     "check_contract_reductions",
     "check_races",

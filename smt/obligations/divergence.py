@@ -1,4 +1,6 @@
-"""barrier-divergence: every barrier is reached by all threads of a block or by none."""
+"""barrier-divergence: every barrier is reached by all threads of a block or by none, and every
+warp-synchronous instruction (shuffles, warp reductions, mma.sync, ldmatrix, stmatrix: the
+`.sync.aligned` forms the lowering emits for the whole warp) by all lanes of a warp or by none."""
 
 from __future__ import annotations
 
@@ -24,6 +26,19 @@ def check_divergence(an, timeout) -> list:
             out.append(result_from(res, "barrier-divergence", span, "barrier uniformity could not be proved", UNIFORM))
             continue
         out.append(divergence_violation(an, res, span, (ctx, inst, t, t2)))
+    for node, what, width in an.collectives:
+        span = span_of(node)
+        group = "warp" if width == 32 else "warpgroup"
+        whole = f"{what} run by every thread of a {group} or by none"
+        if not node.conds or node.uniform_guard:
+            out.append(ObligationResult("barrier-divergence", "proved", span, whole))
+            continue
+        res, q, terms = solve(an, timeout, partial(lanes_query, an=an, node=node, width=width), validate=False)
+        if res.status != "violated":
+            out.append(result_from(res, "barrier-divergence", span, f"{what}: {group} uniformity could not be proved",
+                                   whole))
+            continue
+        out.append(lanes_violation(an, res, span, terms, what, width))
     return out
 
 
@@ -52,6 +67,47 @@ def divergence_violation(an, res, span, terms) -> ObligationResult:
         {"threads": w["threads"]},
         [],
         "move barrier() out of the thread-dependent branch (predicate the work instead)",
+        expl,
+        res.seconds,
+    )
+
+
+def lanes_query(q, an, node, width):
+    """Two threads of one warp (warpgroup: `width`), one running the statement and one not."""
+    S, ctx, inst, t = point(q, node)
+    t2 = S.var("t2")
+    q.add(t2 >= 0, t2 < an.T, Z.Eq(Z.floordiv(t, Z.bv(width)), Z.floordiv(t2, Z.bv(width))), node.guard(S, ctx, inst, t),
+          Z.Not(node.guard(S, ctx, inst, t2)))
+    q.point.append(t2)
+    return ctx, inst, t, t2
+
+
+def lanes_violation(an, res, span, terms, what, width) -> ObligationResult:
+    ctx, inst, t, t2 = terms
+    ev = res.ev
+    w = witness_base(an, ev, ctx, inst, t)
+    a, b = ev.int(t), ev.int(t2)
+    if width == 32:
+        group, detail = "warp", {"lanes": [a % 32, b % 32], "warp": w["warp"]}
+        w["lanes"] = detail["lanes"]
+        del w["thread"], w["lane"]
+        who = f"lane {a % 32} of warp {w['warp']} runs {what}, lane {b % 32} does not"
+    else:
+        group, detail = "warpgroup", {"threads": [a, b], "warpgroup": a // width}
+        w["threads"] = [a, b]
+        del w["thread"], w["warp"], w["lane"]
+        who = f"thread {a} of warpgroup {a // width} runs {what}, thread {b} does not"
+    expl = [f"{who}: the instruction waits for every thread of the {group} (it would hang or read undefined values)"]
+    return ObligationResult(
+        "barrier-divergence",
+        "violated",
+        span,
+        f"{what} under a condition that is not uniform over the {group}",
+        w,
+        detail,
+        [],
+        f"run it in every thread of the {group} (compute everywhere and keep the result where needed with where= on "
+        "the store, or an if after it)",
         expl,
         res.seconds,
     )

@@ -26,7 +26,6 @@ from argus_verify.smt.obligations.common import (
     sh_opname,
     span_of,
 )
-from argus_verify.smt.obligations.global_races import check_global_races
 from argus_verify.smt.query import exists_check, solve
 from argus_verify.smt.report import ObligationResult
 
@@ -72,7 +71,7 @@ def check_races(an, timeout) -> list:
                                         detail={"relies_on": list(RELIES_ON)}))
         else:
             out.append(ObligationResult("race", "proved", span, f"no data race on {name}"))
-    return out + check_global_races(an, timeout)
+    return out
 
 
 def race_pair(an, X, Y, timeout):
