@@ -108,7 +108,8 @@ class Analysis(
         self.checks: list = []
         self.out_stores: list = []
         self.barriers: list = []
-        self.collectives: list = []  # (node, instruction, threads): .sync.aligned statements, per warp (32) or warpgroup (128)
+        # (node, instruction, threads): .sync.aligned statements, per warp (32) or warpgroup (128)
+        self.collectives: list = []
         self.waits: list = []
         self.wgmma_groups: list = []  # wgmma commit_group / wait_group nodes (smt.hopper)
         self.mbar_accesses: list = []  # mbarrier elements used (smt.hopper): bounds only
@@ -119,6 +120,7 @@ class Analysis(
         self.notes: list = []  # approximations taken while walking (reported with unknowns)
         self.invariant_queries: list = []  # (loop, outcome) for the report
         self.read_plans: dict = {}  # id(ShRead) -> the candidate writes it can see (smt.last_writer)
+        self.never_last: dict = {}  # id(ShRead) -> id(W) of write statements it never sees (smt.last_writer)
         self.timeout_s = 10.0
         self.grid = [self.cint(g, {}) for g in kernel.grid]
         self.tensor_dims = {t.name: [self.cint(d, {}) for d in t.shape] for t in kernel.tensors}
@@ -146,6 +148,8 @@ class Analysis(
             for rd in rds:
                 if LW.eligible(self, rd):
                     self.read_plans[id(rd)] = LW.plan(self, rd)
+                if self.read_plans.get(id(rd)) is None:
+                    self.never_last[id(rd)] = LW.never_last(self, rd)
         for L, cells, post, end in self.pending_loops:
             self.resolve_carried(L, cells, post, end)
         self.pending_loops = []

@@ -7,7 +7,9 @@ how often each position of one *window* of the reduced dimension has been combin
 window is what one iteration of the loop that walks the dimension covers (or the whole tile when
 no loop does). Because every iteration combines the same pattern of window positions, the counts
 of one iteration are those of every iteration; the loop's range is then checked with the solver,
-for every size the `requires` allow, to tile the dimension from 0 without a gap.
+for every size the `requires` allow, to tile the dimension from 0 without a gap. Reads outside that
+loop (a peeled tail, a prologue chunk) are pieces of the window with positions of their own; the
+solver then checks that the loop's windows and the pieces cover every element once together.
 
 Tags (smt/obligations) already prove that a reduction only combines elements of the right row;
 this pass proves the multiplicity: 1 for every element for a sum, at least 1 for max and min. It
@@ -35,6 +37,16 @@ class Unsupported(Exception):
     def __init__(self, reason: str, span: Span | None):
         super().__init__(reason)
         self.reason, self.span = reason, span
+
+
+class WindowsDoNotTile(Unsupported):
+    """The windows of a reduced dimension read inside and outside the loop that walks it miss or
+    repeat an element at the sizes `sizes`: a counterexample, reported as a violation with them."""
+
+    def __init__(self, reason: str, span: Span | None, key: Key, sizes: dict, element: int | None = None,
+                 count: int | None = None):
+        super().__init__(reason, span)
+        self.key, self.sizes, self.element, self.count = key, sizes, element, count
 
 
 @attrs.frozen
@@ -86,10 +98,27 @@ class Anchor:
 
 
 @attrs.frozen
+class Piece:
+    """A window read outside the loop that walks the dimension (a peeled tail, a prologue chunk):
+    elements base .. base + size - 1, counted at window positions offset .. offset + size - 1."""
+
+    base: ir.IExpr  # over sizes, the same for every thread
+    size: int
+    offset: int
+    line: int
+
+
+@attrs.frozen
 class Window:
     size: int
     loop: ir.For | None
     coef: int  # the dimension's start advances by coef * (loop variable)
+    extras: tuple = ()  # Pieces, after the loop's window positions (only with a loop)
+
+    @property
+    def width(self) -> int:
+        """Window positions counted: the loop's window, then each extra piece's."""
+        return self.size + sum(p.size for p in self.extras)
 
 
 @attrs.frozen
@@ -154,7 +183,7 @@ class Coverage:
     `proved_windows`: the sources of the wgmma operand windows the solver proved (the others
     make a wgmma unsupported)."""
 
-    def __init__(self, kernel: ir.Kernel, proved_windows: frozenset = frozenset()):
+    def __init__(self, kernel: ir.Kernel, proved_windows: frozenset = frozenset(), timeout_s: float = 10.0):
         self.k = kernel
         self.B = kernel.block
         self.tid = np.arange(self.B)
@@ -187,6 +216,81 @@ class Coverage:
         self.lets = {}
         env: dict = {}
         self.walk(kernel.body, env, None, np.ones(self.B, bool))
+        for key, w in list(self.windows.items()):
+            if w.extras:
+                if not self.reported:  # (a reported problem already decides the obligation)
+                    self.check_pieces(key, w, timeout_s)
+                self.windows[key] = self.whole_walk(key, w)
+
+    # -- windows read outside the loop that walks the dimension: the solver's part -------------
+    def check_pieces(self, key: Key, w: Window, timeout_s: float):
+        """Z3: for every size the `requires` allow, each element of the dimension lies in exactly
+        one (sum; at least one for max and min) of the loop's windows and the pieces read outside
+        it. The counts per window position are exact already (1 or at least 1 each): so the
+        reduction combines each element once. Out-of-range positions are masked (bounds, padding).
+        A counterexample is reported as `WindowsDoNotTile`, anything undecided as Unsupported."""
+        loop = w.loop
+        span = next((c.span for c in self.k.contracts if any(t == key.tensor and d == key.dim
+                                                             for _, t, d in c.reduced_dims())), loop.span)
+        env = {n: z3.Int(n) for n in self.k.sizes}
+        try:
+            cons = [v >= 1 for v in env.values()] + [_truth(z3_int(r, env)) for r in self.k.requires]
+            extent = z3_int(self.k.param(key.tensor).shape[key.dim], env)
+            start = z3_int(subst(loop.start, self.lets), env)
+            stop = z3_int(subst(loop.stop, self.lets), env)
+            bases = [z3_int(p.base, env) for p in w.extras]
+        except KeyError as e:
+            raise Unsupported(f"the range of the loop at line {loop.span.line} or the start of a window of "
+                              f"{key.tensor} read outside it uses {e.args[0]}", loop.span) from None
+        trips = z3.If(stop > start, (stop - start + loop.step - 1) / loop.step, 0)
+        lo = w.coef * start
+        j = z3.FreshInt("element")
+        inside = [z3.And(trips >= 1, lo <= j, j < lo + trips * w.size)]
+        inside += [z3.And(b <= j, j < b + p.size) for b, p in zip(bases, w.extras, strict=True)]
+        count = z3.Sum([z3.If(x, 1, 0) for x in inside])
+        ops = {op for c in self.k.contracts for op, t, d in c.reduced_dims() if (t, d) == (key.tensor, key.dim)}
+        exact = bool(ops - {"max", "min"})
+        bad = z3.And(0 <= j, j < extent, count != 1 if exact else count == 0)
+        last = self.last_only.get(key)
+        twice = trips >= 2 if last is not None and last[0] is loop else z3.BoolVal(False)
+        solver = z3.Solver()
+        solver.set("timeout", int(timeout_s * 1000))
+        solver.add(*cons, z3.Or(bad, twice))
+        res = solver.check()
+        if res == z3.unknown:
+            raise Unsupported(f"the solver gave up on the windows of {key.tensor}'s dimension {key.dim} read inside "
+                              f"and outside the loop at line {loop.span.line} ({solver.reason_unknown()})", span)
+        if res == z3.unsat:
+            return
+        m = solver.model()
+
+        def val(x):
+            return m.eval(x, model_completion=True).as_long()
+
+        sizes = {n: val(v) for n, v in env.items()}
+        at = ", ".join(f"{n} = {v}" for n, v in sizes.items())
+        n_trips = val(trips)
+        if z3.is_true(m.eval(twice, model_completion=True)):
+            raise WindowsDoNotTile(
+                f"at {at} only the last of the {n_trips} iterations of the loop at line {loop.span.line} reaches the "
+                f"output ('{last[1]}' is assigned in the loop, not accumulated)", span, key, sizes)
+        elem = val(j)
+        seen = [f"the loop at line {loop.span.line} (elements {val(lo)} .. {val(lo) + n_trips * w.size - 1})"
+                if n_trips else f"the loop at line {loop.span.line} (no iteration)"]
+        seen += [f"the window read at line {p.line} (elements {val(b)} .. {val(b) + p.size - 1})"
+                 for b, p in zip(bases, w.extras, strict=True)]
+        raise WindowsDoNotTile(
+            f"at {at} element {elem} of {key.tensor}'s dimension {key.dim} (extent {val(extent)}) is combined "
+            f"{val(count)} times, not {'exactly' if exact else 'at least'} once, by the windows of "
+            f"{'; '.join(seen)}", span, key, sizes, elem, val(count))
+
+    def whole_walk(self, key: Key, w: Window) -> Window:
+        """The window the loop range check (smt/obligations/reductions.py) sees once the pieces are
+        proved to tile the dimension with the loop (or a problem decides the obligation): one walk
+        over the whole extent in steps of the loop's window, which that check proves trivially."""
+        loop = ir.For(w.loop.var, ir.IConst(0), self.k.param(key.tensor).shape[key.dim], w.size, (),
+                      span=w.loop.span)
+        return Window(w.size, loop, 1, w.extras)
 
     # -- anchors: fragments whose elements a proved tag assertion names ------------------------
     def find_anchors(self, body, loops):
@@ -233,7 +337,9 @@ class Coverage:
         return srcs.get(frag) == {tensor}
 
     # -- windows: which loop walks each reduced dimension ----------------------------------------
-    def find_windows(self, body, loops):
+    def find_windows(self, body, loops, reads=None):
+        top = reads is None
+        reads = {} if top else reads  # Key -> [(start, extent, enclosing loops, span)]
         for s in body:
             if isinstance(s, ir.Let):
                 self.lets[s.name] = subst(s.value, self.lets)
@@ -245,39 +351,63 @@ class Coverage:
             if src is not None:
                 for key in self.keys:
                     if key.tensor == src.base and not self.anchored(key):
-                        self.note_window(key, src, loops, s.span)
+                        sl = src.index[key.dim]
+                        start = subst(sl.start if isinstance(sl, ir.Slice) else sl.index, self.lets)
+                        extent = sl.extent if isinstance(sl, ir.Slice) else 1
+                        reads.setdefault(key, []).append((start, extent, loops, s.span))
             if isinstance(s, ir.For):
-                self.find_windows(s.body, loops + (s,))
+                self.find_windows(s.body, loops + (s,), reads)
             elif isinstance(s, ir.If):
-                self.find_windows(s.then, loops)
-                self.find_windows(s.orelse, loops)
+                self.find_windows(s.then, loops, reads)
+                self.find_windows(s.orelse, loops, reads)
+        if top:
+            for key, found in reads.items():
+                self.note_window(key, found)
 
     def anchored(self, key: Key) -> bool:
         return any(a.key == key for a in self.anchors.values())
 
-    def note_window(self, key: Key, view: ir.View, loops, span):
-        sl = view.index[key.dim]
-        start = subst(sl.start if isinstance(sl, ir.Slice) else sl.index, self.lets)
-        extent = sl.extent if isinstance(sl, ir.Slice) else 1
-        found = None
-        for loop in loops:
-            coef, _ = _affine_in(start, loop.var, span)
-            if coef:
-                if found is not None:
-                    raise Unsupported(f"{key.tensor}'s dimension {key.dim} is walked by two nested loops", span)
-                found = (loop, coef)
-        old = self.windows.get(key)
-        if found is None:
-            w = Window(extent, None, 0)
-        else:
-            loop, coef = found
-            w = Window(coef * loop.step, loop, coef)
-        if old is not None and (old.loop is not w.loop or old.coef != w.coef):
-            raise Unsupported(f"{key.tensor}'s dimension {key.dim} is read both inside and outside the loop that "
-                              "walks it (a peeled or prefetched tile)", span)
-        if old is not None and w.loop is None:
-            w = Window(max(old.size, w.size), None, 0)
-        self.windows[key] = w
+    def note_window(self, key: Key, reads: list):
+        """The window of `key` from every global read of its tensor: one loop walks the dimension
+        (its reads advance with the loop variable) and the other reads lie outside that loop, in the
+        loops around it (each a Piece: a peeled tail, a prologue chunk); or no loop walks it and
+        the window is the widest tile read."""
+        walks, others = [], []
+        for start, extent, loops, span in reads:
+            found = None
+            for i, loop in enumerate(loops):
+                coef, _ = _affine_in(start, loop.var, span)
+                if coef:
+                    if found is not None:
+                        raise Unsupported(f"{key.tensor}'s dimension {key.dim} is walked by two nested loops", span)
+                    found = (loop, coef, loops[:i])
+            if found is None:
+                others.append((start, extent, loops, span))
+            else:
+                walks.append((*found, span))
+        if not walks:
+            self.windows[key] = Window(max(r[1] for r in reads), None, 0)
+            return
+        loop, coef, outside, _ = walks[0]
+        for other_loop, other_coef, _, span in walks[1:]:
+            if other_loop is not loop or other_coef != coef:
+                raise Unsupported(f"{key.tensor}'s dimension {key.dim} is walked by two loops (lines {loop.span.line} "
+                                  f"and {other_loop.span.line}) or with two strides", span)
+        pieces: dict = {}
+        offset = coef * loop.step
+        for start, extent, loops, span in others:
+            if any(x is loop for x in loops):
+                raise Unsupported(f"{key.tensor}'s dimension {key.dim} is read inside the loop that walks it at a "
+                                  "start that does not move with the loop (a prefetched tile)", span)
+            same_loops = len(loops) == len(outside) and all(a is b for a, b in zip(loops, outside, strict=True))
+            if not same_loops or coef <= 0:
+                raise Unsupported(f"{key.tensor}'s dimension {key.dim} is read outside the loop that walks it (line "
+                                  f"{loop.span.line}) and in other loops than those around it", span)
+            base, _ = _split_thread_part(start)
+            if (base, extent) not in pieces:
+                pieces[(base, extent)] = Piece(base, extent, offset, span.line)
+                offset += extent
+        self.windows[key] = Window(coef * loop.step, loop, coef, tuple(pieces.values()))
 
     # -- statements ----------------------------------------------------------------------------
     def walk(self, body, env, loop, active):
@@ -314,8 +444,7 @@ class Coverage:
         before = dict(env)
         carried = [n for n in _assigned(s.body) if n in before]
         for name in carried:
-            prov = before[name]
-            if any(e.op is not None or e.counts.any() for e in prov.entries.values()):
+            if any(self.holds_loop_data(key, e, s) for key, e in before[name].entries.items()):
                 raise Unsupported(f"'{name}' enters the loop at line {s.span.line} already holding part of a "
                                   "reduction", s.span)
         outer, self.scope = self.scope, object()  # shared data written before this iteration is stale
@@ -324,6 +453,7 @@ class Coverage:
         self.scope = outer
         for name in carried:
             self.check_accumulator(s, name, body_env[name])
+            self.check_pieces_unchanged(s, name, before[name], body_env[name])
             for key, e in body_env[name].entries.items():
                 # every iteration adds the same window again where the loop does not walk the dimension:
                 # a sum then counts each element once per iteration (max and min do not mind)
@@ -332,6 +462,28 @@ class Coverage:
                     self.repeated.setdefault(key, (s, name))
         self.note_last_iteration(s, before, body_env)
         env.update(body_env)
+
+    def holds_loop_data(self, key: Key, e: Entry, s: ir.For) -> bool:
+        """Whether `e` holds elements of `key` that loop `s` may combine again: any, except the
+        pieces read outside `s` where `s` walks the dimension (window positions of their own)."""
+        w = self.windows.get(key)
+        if w is not None and w.loop is s and w.extras:
+            return bool(e.counts[..., :w.size].any())
+        return e.op is not None or bool(e.counts.any())
+
+    def check_pieces_unchanged(self, s: ir.For, name: str, before: Prov, after: Prov):
+        """The body's counts are those of one iteration: a piece read outside the loop that the body
+        combines into a carried value would enter once per iteration, not once."""
+        for key in set(before.entries) | set(after.entries):
+            w = self.windows.get(key)
+            if w is None or w.loop is not s or not w.extras:
+                continue
+            old, new = (p.entries[key].counts[..., w.size:] if key in p.entries else None for p in (before, after))
+            same = np.array_equal(old, new) if old is not None and new is not None else \
+                not (old if old is not None else new).any()
+            if not same:
+                raise Unsupported(f"'{name}' combines {key.tensor}'s elements read outside the loop at line "
+                                  f"{s.span.line} at every iteration of it", s.span)
 
     def note_last_iteration(self, s: ir.For, before: dict, body_env: dict):
         """A value assigned in the loop's body, not before it, and read after it holds what the last
@@ -344,7 +496,7 @@ class Coverage:
                 continue
             for key, e in prov.entries.items():
                 w = self.windows.get(key)
-                if w is not None and w.loop is s and (e.op is not None or e.counts.any()):
+                if w is not None and w.loop is s and self.holds_loop_data(key, e, s):
                     self.last_only.setdefault(key, (s, name))
 
     def check_accumulator(self, loop: ir.For, name: str, prov: Prov):
@@ -469,7 +621,7 @@ class Coverage:
         w = self.windows[a.key]
         if offs.min() < 0 or offs.max() >= w.size:
             raise Unsupported(f"the tag assertion on '{s.name}' names elements outside one step of the loop", s.span)
-        counts = np.zeros((self.B, s.type.values, w.size), COUNT)
+        counts = np.zeros((self.B, s.type.values, w.width), COUNT)
         np.put_along_axis(counts, offs[..., None].astype(np.int64), 1, axis=-1)
         axes = [frozenset()] * len(s.type.tile)
         axes[a.axis] = frozenset({a.key})
@@ -487,19 +639,27 @@ class Coverage:
             w = self.windows[key]
             sl = view.index[key.dim]
             start = subst(sl.start if isinstance(sl, ir.Slice) else sl.index, self.lets)
-            rest = start
+            rest, first, size = start, 0, w.size
             if w.loop is not None:
-                _, rest = _affine_in(start, w.loop.var, span)
+                coef, rest = _affine_in(start, w.loop.var, span)
+                if not coef:  # a read outside the loop: its own piece of the window (note_window)
+                    base, rest = _split_thread_part(start)
+                    extent = sl.extent if isinstance(sl, ir.Slice) else 1
+                    piece = next((p for p in w.extras if p.base == base and p.size == extent), None)
+                    if piece is None:
+                        raise Unsupported(f"a load of {key.tensor} outside the loop that walks its dimension {key.dim} "
+                                          "has no window of its own", span)
+                    first, size = piece.offset, piece.size
             base = self.per_thread(rest, loop, span, f"the start of {key.tensor}'s dimension {key.dim}")
             if key.dim in axes_dims:
                 offs = base[:, None] + coords[:, :, axes_dims.index(key.dim)]
             else:
                 offs = np.broadcast_to(base[:, None], coords.shape[:2])
-            if offs.min() < 0 or offs.max() >= w.size:
-                raise Unsupported(f"a load of {key.tensor} reaches outside the {w.size} elements one step of the "
+            if offs.min() < 0 or offs.max() >= size:
+                raise Unsupported(f"a load of {key.tensor} reaches outside the {size} elements one step of the "
                                   f"reduction covers along dimension {key.dim}", span)
-            counts = np.zeros((self.B, typ.values, w.size), COUNT)
-            np.put_along_axis(counts, offs[..., None].astype(np.int64), 1, axis=-1)
+            counts = np.zeros((self.B, typ.values, w.width), COUNT)
+            np.put_along_axis(counts, (first + offs[..., None]).astype(np.int64), 1, axis=-1)
             entries[key] = Entry(None, counts)
         axes = tuple(frozenset({Key(view.base, d)}) for d in axes_dims)
         return Prov(entries, axes, np.full((self.B, typ.values), -1))
@@ -743,6 +903,13 @@ class Coverage:
         """Reductions that end here: values whose counts are not complete become bad."""
         bad = bad.copy()
         for key, e in entries.items():
+            w = self.windows.get(key)
+            for piece in (w.extras if w is not None else ()):
+                if not e.counts[..., piece.offset:piece.offset + piece.size].any():
+                    # read outside the loop but never combined here: maybe read for another purpose,
+                    # so its missing count is no evidence of a lost element
+                    raise Unsupported(f"the window of {key.tensor} read at line {piece.line} outside the loop that "
+                                      "walks the dimension does not enter the reduction", span)
             want_once = e.op == "sum"
             wrong = (e.counts != 1) if want_once else (e.counts == 0)  # [T, V, W]
             tv = wrong.any(axis=-1) & (bad < 0)
@@ -777,6 +944,41 @@ def _affine_in(e: ir.IExpr, var: str, span) -> tuple[int, ir.IExpr]:
                 c, r = _affine_in(x, var, span)
                 return c * y.value, ir.IBin("*", r, y)
     raise Unsupported(f"an index is not affine in the loop variable '{var}'", span)
+
+
+def _split_thread_part(e: ir.IExpr) -> tuple[ir.IExpr, ir.IExpr]:
+    """e = base + part: the terms of e's sum that name a thread id (part) and the others (base,
+    its constants folded), so that reads of one window at the same base share a Piece."""
+    terms = []
+
+    def flatten(x, sign):
+        if isinstance(x, ir.IBin) and x.op in ("+", "-"):
+            flatten(x.a, sign)
+            flatten(x.b, sign if x.op == "+" else -sign)
+        elif isinstance(x, ir.IUn) and x.op == "-":
+            flatten(x.a, -sign)
+        else:
+            terms.append((x, sign))
+
+    flatten(e, 1)
+    const = sum(sign * x.value for x, sign in terms if isinstance(x, ir.IConst))
+    base, part = ir.IConst(const), ir.IConst(0)
+    for x, sign in terms:
+        if isinstance(x, ir.IConst):
+            continue
+        op = "+" if sign > 0 else "-"
+        if _names_thread(x):
+            part = ir.IBin(op, part, x)
+        else:
+            base = ir.IBin(op, base, x)
+    return base, part
+
+
+def _names_thread(e) -> bool:
+    if isinstance(e, ir.ISpecial):
+        return e.which in ir.PER_THREAD_SPECIALS
+    return any(_names_thread(getattr(e, f.name)) for f in attrs.fields(type(e))
+               if isinstance(getattr(e, f.name), (ir.ISpecial, ir.IBin, ir.IUn, ir.ISelect)))
 
 
 def _single_coord(e, frag: str):
@@ -1042,3 +1244,7 @@ def z3_int(e: ir.IExpr, env: dict):
 
 def _b2i(c):
     return z3.If(c, z3.IntVal(1), z3.IntVal(0))
+
+
+def _truth(x):
+    return x != 0 if not z3.is_bool(x) else x

@@ -17,6 +17,11 @@ no other write: the tag queries choose among a few instances at fixed offsets fr
 the choice is forced. A read whose completeness query the solver does not settle keeps the general
 resolution. Each query is unsatisfiable on an over-approximation (smt.zops `ABSTRACT`), or is not
 used: a dropped candidate is one proved never to be the last writer.
+
+Reads of other buffers keep the general resolution, less the write statements that can never be
+their last writer (`never_last`): in a tree unrolled over shared memory (`s[t] = s[t] + s[t + 16]`
+under `if t < 16`, then 8, 4, ...) every level's store overwrites the previous one's, and following
+each read into every earlier level's store and its reads grows exponentially with the depth.
 """
 
 from __future__ import annotations
@@ -120,3 +125,44 @@ def plan(an, rd) -> set | None:
         if possible(Z.Or(*missed)):
             return None
         return {(id(a.W), a.index) for a, valid in zip(cands, lasts, strict=True) if possible(valid)}
+
+
+def never_last(an, rd) -> set:
+    """id(W) of the write statements that are never the last write of the element the read takes,
+    at any instance, thread and value where the read runs (its conditions hold): every write of that
+    element is overwritten before the read, by the writes `alive` follows. A thread that does not run
+    the read may still evaluate it (in a query that discards the value): smt.memory `resolve` gives it
+    an unknown tag there. Checked where the buffer has three write statements or more (below that
+    there is nothing to prune worth a query)."""
+    from argus_verify.smt.query import Query
+
+    writers = an.sh_writes.get(rd.alloc.name, [])
+    if len(writers) < 3 or not rd.alloc.injective:
+        return set()
+    out = set()
+    for W in writers:
+        with Z.side_query():
+            q = Query(an, an.timeout_s, "int")
+            S = q.S
+            ctx = an.new_ctx(S)
+            r = P.new_inst(S, ctx, rd.node, "r")
+            w = P.new_inst(S, ctx, W.node, "w")
+            t, v, tw, vw = S.var("t"), S.var("v"), S.var("tw"), S.var("vw")
+            e = rd.view.elem(S, ctx, r, t, rd.coords.coords(t, v, Z.OPS))
+            off = rd.alloc.offset(e)
+            _, woff, inshape = W.addr(S, ctx, w, tw, vw)
+            seen = Z.And(ctx.cons, r.cons, w.cons, t >= 0, t < an.T, v >= 0, v < rd.values, tw >= 0, tw < an.T,
+                         vw >= 0, vw < W.values, rd.node.guard(S, ctx, r, t), W.executes(S, ctx, w, tw),
+                         Z.Eq(woff, off), inshape,
+                         P.before(w, r), an.alive(S, ctx, W, w, r, e, (tw, vw, off)))
+            Z.end_defs()
+            if Z.is_false(seen):
+                out.add(id(W))
+                continue
+            own = z3.Context()
+            solver = z3.Solver(ctx=own)
+            solver.set("rlimit", RLIMIT)
+            solver.add(*[f.translate(own) for f in list(q.cons) + list(q.defs)], seen.translate(own))
+            if solver.check() == z3.unsat:
+                out.add(id(W))
+    return out

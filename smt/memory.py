@@ -25,7 +25,7 @@ MAX_DEPTH = 60  # nested fragment evaluations before giving up (loop-carried dat
 # shared reads resolved in one query before giving up: each read's candidate writes resolve their
 # own reads, so data combined in shared memory over loop iterations (a tree reduction) multiplies
 # them by the candidates at every level; depth alone does not bound that
-MAX_RESOLVES = 200  # the specs need at most 10 (reduce_pipe3); the Hopper GEMMs 7
+MAX_RESOLVES = 600  # the specs need at most 10 (reduce_pipe3), the Hopper GEMMs 7; a shared tree of 7 levels 255
 
 
 class MemoryMixin:
@@ -198,7 +198,10 @@ class MemoryMixin:
             # One loop body, not a function per kind of writer: the terms it builds stay alive until
             # the next writer's are built. Z3 reuses the numbers of freed terms, and the witnesses
             # depend on the numbering (see smt/__init__.py), so this keeps them as they were.
+            unseen = self.never_last.get(id(rd), ())
             for W in self.sh_writes[rd.alloc.name]:
+                if id(W) in unseen:
+                    continue
                 if W.fast and rd.alloc.injective:
                     w_inst = P.new_inst(S, ctx, W.node, "w")
                     valid = Z.And(
@@ -251,6 +254,10 @@ class MemoryMixin:
             sel = S.var("sel")
             out = V.select(sel, options, self.K)
             S.memo.setdefault("__reads__", []).append((rd, ctx, r_inst, t, e, sel, events))
+            if unseen and rd.node.conds:  # the writers were pruned for the threads that run the read
+                runs = rd.node.guard(S, ctx, r_inst, t)
+                idle = self.havoc_tag(S, rd.label, "a read evaluated for a thread that does not run it")
+                out = V.select(S.var("runs"), [(runs, out), (Z.Not(runs), idle)], self.K)
             return out
         finally:
             S.depth -= 1

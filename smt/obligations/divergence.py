@@ -76,8 +76,8 @@ def lanes_query(q, an, node, width):
     """Two threads of one warp (warpgroup: `width`), one running the statement and one not."""
     S, ctx, inst, t = point(q, node)
     t2 = S.var("t2")
-    q.add(t2 >= 0, t2 < an.T, Z.Eq(Z.floordiv(t, Z.bv(width)), Z.floordiv(t2, Z.bv(width))), node.guard(S, ctx, inst, t),
-          Z.Not(node.guard(S, ctx, inst, t2)))
+    together = Z.Eq(Z.floordiv(t, Z.bv(width)), Z.floordiv(t2, Z.bv(width)))
+    q.add(t2 >= 0, t2 < an.T, together, node.guard(S, ctx, inst, t), Z.Not(node.guard(S, ctx, inst, t2)))
     q.point.append(t2)
     return ctx, inst, t, t2
 

@@ -20,7 +20,7 @@ import z3
 
 from argus_verify import ir
 from argus_verify.smt import zops as Z
-from argus_verify.smt.coverage import Coverage, Unsupported, Window, subst, z3_int
+from argus_verify.smt.coverage import Coverage, Unsupported, Window, WindowsDoNotTile, subst, z3_int
 from argus_verify.smt.reduction_flow import ReductionFlow, check_expressions, check_outputs
 from argus_verify.smt.report import ObligationResult
 
@@ -82,6 +82,10 @@ def _flow_results(kernel, span, timeout_s) -> list:
 def _coverage_results(kernel, timeout_s, shapes, proved_windows=frozenset()) -> list:
     try:
         cov = Coverage(kernel, proved_windows)
+    except WindowsDoNotTile as e:  # the windows inside and outside the loop miss or repeat an element
+        return [_range_violation(kernel.contracts[0], e.key, e.sizes, e.reason,
+                                 "the windows read outside the loop (a tail or a prologue chunk) must continue "
+                                 "the loop's windows exactly: compare their start and width with the loop's range")]
     except Unsupported as e:
         where = e.span if e.span is not None else kernel.contracts[0].span
         return [ObligationResult("reduction-coverage", "unknown", where,
