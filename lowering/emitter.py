@@ -647,16 +647,35 @@ class Emitter:
         return self.mul_val(a, b)
 
     def int_div(self, a: Value, b: Value) -> Value:
-        """a // b; operands are non-negative, so a run-time `div.s32` (truncating) agrees."""
+        """a // b, rounded towards minus infinity as the semantics table says. `div.s32` truncates
+        towards zero: it agrees where the ranges show a >= 0 and b > 0 (indices, sizes: the usual
+        case); elsewhere the quotient of a nonzero remainder whose sign differs from b's is one less."""
         if isinstance(b, int):
             return self.floordiv(a, b)
-        return self.pure("b32", "div.s32", [self.mat(a), self.mat(b)])
+        q = self.pure("b32", "div.s32", [self.mat(a), self.mat(b)])
+        if self._truncation_agrees(a, b):
+            return q
+        return self.sub(q, self.to_int(self._rounded_up(a, b)))
 
     def int_rem(self, a: Value, b: Value) -> Value:
-        """a % b on non-negative operands."""
+        """a % b with the sign of b (`rem.s32` takes a's: corrected as for `int_div`)."""
         if isinstance(b, int):
             return self.mod(a, b)
-        return self.pure("b32", "rem.s32", [self.mat(a), self.mat(b)])
+        r = self.pure("b32", "rem.s32", [self.mat(a), self.mat(b)])
+        if self._truncation_agrees(a, b):
+            return r
+        return self.add(r, self.select(self._rounded_up(a, b), b, 0))
+
+    def _truncation_agrees(self, a: Value, b: Value) -> bool:
+        la, _ = self.bounds(a)
+        lb, _ = self.bounds(b)
+        return la is not None and la >= 0 and lb is not None and lb >= 1
+
+    def _rounded_up(self, a: Value, b: Value) -> Reg | bool:
+        """The truncated quotient a / b lies above the floor: the remainder is nonzero and its sign
+        differs from b's."""
+        r = self.pure("b32", "rem.s32", [self.mat(a), self.mat(b)])
+        return self.p_and(self.cmp("ne", r, 0), self.cmp("lt", self.int_xor(r, b), 0))
 
     def int_cdiv(self, a: Value, b: Value) -> Value:
         if isinstance(b, int):

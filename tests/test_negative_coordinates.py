@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from argus_verify import smt
+from argus_verify.frontend import compile_source
 from argus_verify.lowering.ptxas import assemble, ptxas_available
 from argus_verify.reference import load_reference
 from argus_verify.testing.check import Case, KernelFamily, run_case
@@ -114,3 +115,35 @@ def test_a_shared_address_register_below_zero_wraps_in_the_simulator(tmp_path):
     family = KernelFamily(str(path))
     assert "+508]" in family.get({}).ptx
     assert run_case(family, Case(consts={}, sizes={"M": 3, "N": 300}, ptxsim=True), load_reference(path)) == []
+
+
+NEGATIVE_QUOTIENT = """
+kernel negdiv(x: f32[N], y: f32[D]) -> out: f32[N]:
+    requires D == 24
+    grid(cdiv(N, 3))
+    block(96)
+    tag x[i] = (i,)
+    tag out[i] = (i,)
+    base = block_id.x * 3
+    slot = (thread_id - 12) // D
+    w = thread_id // 24 - 1
+    if slot >= 0 and thread_id % 24 == 0 and base + slot < N:
+        v = load(x[base + w : base + w + 1], tv=(96, 1):(0, 0))
+        store(out[base + slot : base + slot + 1], v)
+"""
+
+
+def test_a_negative_quotient_by_a_size_rounds_down_in_the_ptx(tmp_path):
+    """`(thread_id - 12) // D` is -1 for threads 0..11 (floor division, as the verifier and the
+    interpreter compute it). The PTX used `div.s32`, which gives 0: thread 0 passed `slot >= 0` and
+    loaded x[-1] (an outside probe's false proof). Now the PTX simulator agrees with the interpreter."""
+    path = tmp_path / "negdiv.arg"
+    path.write_text(NEGATIVE_QUOTIENT)
+    (tmp_path / "negdiv.ref.py").write_text("SHAPES = {'N': 30, 'D': 24}\n\n\ndef reference(x, y):\n"
+                                           "    return {'out': x.copy()}\n")
+    rep = smt.verify(compile_source(NEGATIVE_QUOTIENT, "negdiv.arg"), timeout_s=10, jobs=1)
+    assert all(r.status in ("proved", "warning") for r in rep.results), [(r.obligation, r.status) for r in rep.results]
+    family = KernelFamily(str(path))
+    for n in (1, 3, 30):
+        problems = run_case(family, Case(consts={}, sizes={"N": n, "D": 24}, ptxsim=True), load_reference(path))
+        assert problems == [], problems

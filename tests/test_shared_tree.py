@@ -82,3 +82,45 @@ def test_the_writers_a_read_never_sees_are_dropped():
 def test_a_tree_of_seven_levels_is_proved():
     got = statuses(tree(threads=128))
     assert all(s <= {"proved", "warning"} for s in got.values()), got
+
+
+LOOP_TREE = """
+kernel looptree(x: f32[M, N]) -> out: f32[M]:
+    requires N <= 256
+    grid(M)
+    block(256)
+    tag x[i, j] = (i, j)
+    tag out[i] = (i,) once
+    contract out[i] = {contract}(x[i, j] for j)
+    row = block_id.x
+    s = shared(f32[1, 256])
+    xs = load(x[row : row + 1, 0 : 256], tv=(256, 1):(1, 0), mask=True, other={pad})
+    store(s, xs)
+    barrier()
+    for k in range(8):
+        h = 128 >> k
+        if thread_id < h:
+            a = load(s[0 : 1, thread_id : thread_id + 1], tv=(256, 1):(0, 0))
+            b = load(s[0 : 1, thread_id + h : thread_id + h + 1], tv=(256, 1):(0, 0))
+            store(s[0 : 1, thread_id : thread_id + 1], {combine})
+        barrier()
+    t = load(s[0 : 1, 0 : 1], tv=(256, 1):(0, 0))
+    store(out[row : row + 1], reshape(t, 1), where=thread_id == 0)
+"""
+
+
+@pytest.mark.parametrize(("contract", "combine", "pad", "want"), [
+    ("sum", "a + b", "0.0", "unknown"),  # a tree in a loop: not counted as a sum, so not a proof either way
+    ("max", "max(a, b)", "-inf", "unknown"),
+    ("sum", "a * b", "0.0", "violated"),  # no sum anywhere: the contract's sum is not computed
+])
+def test_a_tree_in_a_loop_is_not_called_a_missing_reduction(contract, combine, pad, want):
+    """An outside probe's r1 (the classic tree with `h = 128 >> k`) was violated: "the contract's sum
+    over x's dimension 1 is not computed", on a correct kernel. Elements of the reduced dimension
+    combined by `+` (max, min) of two shared slots may be that reduction: unknown, not violated."""
+    from argus_verify.smt.obligations.reductions import _flow_results
+
+    kernel = compile_source(LOOP_TREE.format(contract=contract, combine=combine, pad=pad), "k.arg")
+    results = _flow_results(kernel, kernel.contracts[0].span, 10)
+    got = {r.status for r in results if r.obligation == "reduction-operator"}
+    assert got == {want}, got

@@ -61,6 +61,10 @@ def _flow_results(kernel, span, timeout_s) -> list:
     for name, what in (("reduction-operator", OPERATOR), ("padding", PADDING)):
         found = [f for f in flow.findings if f.obligation == name]
         for f in found:
+            if f.status == "unknown":
+                out.append(ObligationResult(name, "unknown", f.span, f"beyond the analysis: {f.message}",
+                                            detail={"reason": f.message}))
+                continue
             witness = {k: v for k, v in f.detail.items() if v is not None}  # the operator / values found
             out.append(ObligationResult(name, "violated", f.span, f.message, witness=witness or {"line": f.span.line},
                                         detail=dict(f.detail), hint=f.hint))
