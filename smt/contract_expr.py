@@ -46,9 +46,10 @@ def unary(op: str, a):
 
 def reduction(op: str, a):
     """The term of reducing `a` with `op`. A sum takes out the factors that are the same for every
-    element it adds (constants and scalar parameters: sum(x * c) = sum(x) * c over the reals), so
-    that scaling before or after the sum, or between its levels, gives one term. Only those: an
-    element of another tensor may vary along the reduced dimension (the terms do not say)."""
+    element it adds (constants and scalar parameters: sum(x * c) = sum(x) * c over the reals), a max
+    or min the terms added or subtracted (max(x - c) = max(x) - c), so that scaling or shifting
+    before or after the reduction, or between its levels, gives one term. Only those: an element of
+    another tensor may vary along the reduced dimension (the terms do not say)."""
     if a is None:
         return None
     a = unlane(a)
@@ -56,6 +57,12 @@ def reduction(op: str, a):
         for inner, factor in ((a[2], a[3]), (a[3], a[2])):
             if uniform(factor) and not uniform(inner):
                 return ("bin", "*", reduction(op, inner), factor)
+    if op in ("max", "min") and a[0] == "bin" and a[1] in ("+", "-"):
+        # max(x + c) = max(x) + c (rounding is monotone, so also in floating point); not c - x
+        sides = ((a[2], a[3]),) if a[1] == "-" else ((a[2], a[3]), (a[3], a[2]))
+        for inner, shift in sides:
+            if uniform(shift) and not uniform(inner):
+                return ("bin", a[1], reduction(op, inner), shift)
     return ("red", op, strip(a, op))
 
 

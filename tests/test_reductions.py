@@ -398,3 +398,31 @@ def test_a_chain_checks_the_padding_of_its_addends_along_the_loop(pad, want):
     padding enters the sum through the chain as it would through `acc = acc + ys`."""
     v = verdicts(COLCHAIN.format(pad=pad))
     assert status(v["padding"]) == {want} and status(v["reduction-coverage"]) == {"proved"}
+
+
+SHIFTED_MAX = """
+kernel shifted<COLS=16, BLOCK=128>(x: f32[M, N]) -> out: f32[M]:
+    requires N <= COLS
+    grid(cdiv(M, BLOCK))
+    block(BLOCK)
+    tag x[i, j] = (i, j)
+    tag out[i] = (i,) once
+    contract out[i] = {op}(x[i, j] for j) - 1.0
+    row = block_id.x * BLOCK + thread_id
+    xs = load(x[row : row + 1, 0 : COLS], tv=(BLOCK, COLS):(0, 1), mask=True, other={pad})
+    m = reduce_{op}({value}, axis=1)
+    store(out[row : row + 1], reshape(m, 1), mask=True)
+"""
+
+
+@pytest.mark.parametrize(("op", "value", "pad", "want"), [
+    ("max", "xs - 1.0", "-inf", "proved"),  # max(x - 1) = max(x) - 1 (an outside probe's m1_ok was violated)
+    ("min", "xs - 1.0", "inf", "proved"),
+    ("max", "xs + -1.0", "-inf", "proved"),
+    ("max", "1.0 - xs", "inf", "violated"),  # 1 - min(x), not max(x) - 1
+    ("max", "xs * 2.0", "-inf", "violated"),  # a scale is not a shift
+])
+def test_a_max_takes_out_a_constant_shift(op, value, pad, want):
+    rep = smt.verify(compile_source(SHIFTED_MAX.format(op=op, value=value, pad=pad), "k.arg"), timeout_s=10, jobs=1)
+    got = {r.status for r in rep.results if r.obligation == "reduction-operator"}
+    assert got == {want}, [(r.obligation, r.status, r.message) for r in rep.results if r.status != "proved"]
