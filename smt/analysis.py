@@ -110,6 +110,8 @@ class Analysis(
         self.barriers: list = []
         # (node, instruction, threads): .sync.aligned statements, per warp (32) or warpgroup (128)
         self.collectives: list = []
+        # (node, view, alloc, rows, "ldmatrix" | "stmatrix"): their 16-byte rows (obligations/matrix_rows.py)
+        self.matrix_rows: list = []
         self.waits: list = []
         self.wgmma_groups: list = []  # wgmma commit_group / wait_group nodes (smt.hopper)
         self.mbar_accesses: list = []  # mbarrier elements used (smt.hopper): bounds only

@@ -82,7 +82,9 @@ class MemoryMixin:
         """Every value lands at its own coordinate (the front end checked it): a store. (Bank
         conflicts are counted as for a store of the fragment, not per 8x8 matrix.)"""
         self.collectives.append((node, "stmatrix", 32))
-        return self.visit_Store(s.as_store(), node, env)
+        self.visit_Store(s.as_store(), node, env)
+        w = self.sh_writes[s.dst.base][-1]  # the store just recorded: its compiled view
+        self.matrix_rows.append((node, w.view, w.alloc, s.rows, "stmatrix"))
 
     def visit_CopyAsync(self, s: ir.CopyAsync, node, env):
         dst = self.compile_view(s.dst, env)
@@ -146,7 +148,10 @@ class MemoryMixin:
         bytes per row address, one phase per 8x8 matrix."""
         rows = atoms.ldmatrix_row_elements(op.rows)
         self.collectives.append((node, "ldmatrix", 32))
-        return self.load_shared(s, node, env, label, ld, bank=(rows, 8), opname="ldmatrix")
+        frag = self.load_shared(s, node, env, label, ld, bank=(rows, 8), opname="ldmatrix")
+        rd = self.sh_reads[op.src.base][-1]  # the read just recorded: its compiled view
+        self.matrix_rows.append((node, rd.view, rd.alloc, op.rows, "ldmatrix"))
+        return frag
 
     def load_shared(self, s, node, env, label, ld, bank=None, opname="load") -> FragV:
         op = s.op
