@@ -299,6 +299,7 @@ def _steps(O) -> list:
         ("output-contract", O.check_contracts),
         ("output-once", O.check_once),
         ("bounds", O.check_bounds),
+        ("bounds", O.check_matrix_rows),
         ("barrier-divergence", O.check_divergence),
         ("race", O.check_races),
         ("race", O.check_global_races),

@@ -79,7 +79,8 @@ def test_no_local_copy_of_the_table(path):
 @pytest.mark.parametrize("op", [o for o in semantics.INT_OPS.values() if not (o.compare or o.logical)],
                          ids=lambda o: o.name)
 def test_emitter_helper_of_each_integer_operator(op):
-    """`emit` names a helper; on registers of unknown range it emits the table's mnemonic."""
+    """`emit` names a helper; on registers of unknown range it emits the table's mnemonic (`//` and
+    `%` then also their rounding towards minus infinity)."""
     em = Emitter()
     a = em.input("b32", "a", "mov.u32 {d}, %tid.x;")
     b = em.input("b32", "b", "mov.u32 {d}, %ctaid.x;")
@@ -88,7 +89,7 @@ def test_emitter_helper_of_each_integer_operator(op):
     if op.ptx is None:  # composed from other helpers (cdiv)
         assert emitted
     else:
-        assert emitted[-1] == op.ptx, emitted
+        assert op.ptx in emitted, emitted
 
 
 def test_integer_operators_fold_as_the_table_evaluates():

@@ -35,6 +35,7 @@ from argus_verify.smt.obligations.coalescing import check_coalescing
 from argus_verify.smt.obligations.contract import check_contracts
 from argus_verify.smt.obligations.divergence import check_divergence
 from argus_verify.smt.obligations.global_races import check_global_races
+from argus_verify.smt.obligations.matrix_rows import check_matrix_rows
 from argus_verify.smt.obligations.once import check_once
 from argus_verify.smt.obligations.races import check_races
 from argus_verify.smt.obligations.reductions import check_contract_reductions
@@ -47,6 +48,7 @@ STEPS = (
     ("output-contract", check_contracts),
     ("output-once", check_once),
     ("bounds", check_bounds),
+    ("bounds", check_matrix_rows),
     ("barrier-divergence", check_divergence),
     ("race", check_races),
     ("race", check_global_races),
@@ -67,6 +69,7 @@ __all__ = [
     "check_contracts",
     "check_divergence",
     "check_global_races",
+    "check_matrix_rows",
     "check_once",
     "check_contract_reductions",
     "check_races",

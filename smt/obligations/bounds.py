@@ -16,7 +16,6 @@ from argus_verify.smt.obligations.common import (
     value_var,
     witness_base,
 )
-from argus_verify.smt.obligations.matrix_rows import check_matrix_rows
 from argus_verify.smt.query import solve
 from argus_verify.smt.report import ObligationResult
 from argus_verify.smt.zops import OPS
@@ -40,7 +39,7 @@ def check_bounds(an, timeout) -> list:
             out.append(shared_bounds(an, info, acc, timeout))
     for acc in an.mbar_accesses:  # mbarrier indices (smt/hopper.py)
         out.append(shared_bounds(an, acc.alloc, acc, timeout))
-    return out + check_matrix_rows(an, timeout)
+    return out
 
 
 def global_query(q, an, acc):
