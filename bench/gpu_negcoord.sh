@@ -3,12 +3,8 @@
 # persistent GEMMs whose epilogues gained lower-bound checks timed next to cuBLAS, and pytest -m cuda.
 #   source .device-carry/on-device.sh && bash bench/gpu_negcoord.sh $OUT
 set -uo pipefail
-out=${1:-/tmp/argus-out}
+source "$(dirname "$0")/device_summary.sh" "${1:-}"
 mkdir -p "$out/k"
-summary="$out/summary.txt"; : > "$summary"
-note() { echo "$*" | tee -a "$summary"; }
-note "== commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} $(date -u +%FT%TZ)"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$summary"
 # the kernels of tests/test_negative_coordinates.py, written out with their references
 python3 - "$out/k" <<'PY'
 import sys, pathlib

@@ -4,12 +4,7 @@
 # pytest -m cuda.
 #   source .device-carry/on-device.sh && bash bench/gpu_races.sh $OUT
 set -uo pipefail
-out=${1:-/tmp/argus-out}
-mkdir -p "$out"
-summary="$out/summary.txt"; : > "$summary"
-note() { echo "$*" | tee -a "$summary"; }
-note "== commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} $(date -u +%FT%TZ)"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$summary"
+source "$(dirname "$0")/device_summary.sh" "${1:-}"
 timeout 240 python3 bench/gpu_races.py --out "$out" --launches 20 --timeout 30 > "$out/races.log" 2>&1
 note "gpu_races rc=$?"; tail -11 "$out/races.log" | tee -a "$summary"
 timeout 200 python3 bench/hopper_steps.py --out $out --rounds 5 --reps 20 --budget 180 \

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
+from test_reductions import FOUR_WARP_TOTAL
 
 import argus_verify
 from argus_verify.cli import main
@@ -217,14 +218,7 @@ kernel rsum<CHUNK=512>(x: f32[M, N]) -> out: f32[M]:
     for c0 in range(0, N, CHUNK):
         xs = load(x[row : row + 1, {start} : {start} + CHUNK], tv=(128, CHUNK // 128):(1, 128), mask=True)
         acc = acc + reduce_sum(xs, axis=1)
-    w = reduce_sum(acc, axis=1, scope=warp, lanes=0b11111)
-    partial = shared(f32[1, 4])
-    store(partial[0 : 1, warp_id : warp_id + 1], w, where=lane_id == 0)
-    barrier()
-    p = load(partial, tv=((4, 32), 1):((1, 0), 0))
-    total = reduce_sum(p, axis=1, scope=warp, lanes=0b00011)
-    store(out[row : row + 1], reshape(total, 1), where=thread_id == 0)
-"""
+""" + FOUR_WARP_TOTAL
     ref = "SHAPES = {'M': 4, 'N': 700}\n\n\ndef reference(x):\n    return {'out': x.sum(axis=1)}\n"
     for name, start, want in (("shifted", "c0 - 1", 1), ("right", "c0", 0)):
         (tmp_path / f"{name}.arg").write_text(text.format(start=start))

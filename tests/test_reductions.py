@@ -332,12 +332,8 @@ def test_padding_of_a_max_may_be_any_value_no_element_loses_to(reduce, f, g, pad
     assert status(v["padding"]) == {want}
 
 
-UNROLLED = row_sum_header("unrolled", 512, 128) + """    acc = full(f32[1, 1], {init}, tv=(128, CHUNK // 128):(0, 0))
-    for c0 in range(0, N, 2 * CHUNK):
-        xs = load(x[row : row + 1, c0 : c0 + CHUNK], tv=(128, CHUNK // 128):(1, 128), mask=True)
-        ys = load(x[row : row + 1, c0 + {second} : c0 + {second} + CHUNK], tv=(128, CHUNK // 128):(1, 128), mask=True)
-{update}
-    w = reduce_sum(acc, axis=1, scope=warp, lanes=0b11111)
+# 128 threads' partial row sums `acc` -> out[row]: each warp's total through shared memory, then thread 0
+FOUR_WARP_TOTAL = """    w = reduce_sum(acc, axis=1, scope=warp, lanes=0b11111)
     partial = shared(f32[1, 4])
     store(partial[0 : 1, warp_id : warp_id + 1], w, where=lane_id == 0)
     barrier()
@@ -345,6 +341,12 @@ UNROLLED = row_sum_header("unrolled", 512, 128) + """    acc = full(f32[1, 1], {
     total = reduce_sum(p, axis=1, scope=warp, lanes=0b00011)
     store(out[row : row + 1], reshape(total, 1), where=thread_id == 0)
 """
+UNROLLED = row_sum_header("unrolled", 512, 128) + """    acc = full(f32[1, 1], {init}, tv=(128, CHUNK // 128):(0, 0))
+    for c0 in range(0, N, 2 * CHUNK):
+        xs = load(x[row : row + 1, c0 : c0 + CHUNK], tv=(128, CHUNK // 128):(1, 128), mask=True)
+        ys = load(x[row : row + 1, c0 + {second} : c0 + {second} + CHUNK], tv=(128, CHUNK // 128):(1, 128), mask=True)
+{update}
+""" + FOUR_WARP_TOTAL
 CHAIN = "        acc = acc + reduce_sum(xs, axis=1) + reduce_sum(ys, axis=1)"
 TWO_UPDATES = "        acc = acc + reduce_sum(xs, axis=1)\n        acc = acc + reduce_sum(ys, axis=1)"
 

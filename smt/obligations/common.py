@@ -140,3 +140,15 @@ def sh_opname(acc) -> str:
 def async_proxy(acc) -> bool:
     """A TMA write or a wgmma read: an access of the async proxy, not of a thread."""
     return getattr(acc, "proxy", "generic") == "async"
+
+
+def distinct_violations(found: list) -> list:
+    """One race violation per (line, lines of the two accesses): pairs of statements that meet in
+    several ways are reported once."""
+    out, seen = [], set()
+    for r in found:
+        key = (r.location.line, tuple(r.detail.get("lines", [])))
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out

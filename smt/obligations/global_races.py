@@ -16,7 +16,7 @@ from functools import partial
 
 from argus_verify.smt import program as P
 from argus_verify.smt import zops as Z
-from argus_verify.smt.obligations.common import elem_str, result_from, span_of, store_elem
+from argus_verify.smt.obligations.common import distinct_violations, elem_str, result_from, span_of, store_elem
 from argus_verify.smt.query import exists_check, solve
 from argus_verify.smt.report import ObligationResult
 
@@ -47,12 +47,7 @@ def check_global_races(an, timeout) -> list:
                 if r.status == "unknown" and worst is None:
                     worst = r
         if found:
-            seen = set()
-            for r in found:
-                key = (r.location.line, tuple(r.detail.get("lines", [])))
-                if key not in seen:
-                    seen.add(key)
-                    out.append(r)
+            out += distinct_violations(found)
         elif worst is not None:
             out.append(worst)
         else:

@@ -18,6 +18,7 @@ from argus_verify.smt.hopper import RELIANCE, RELIES_ON, WgmmaRead
 from argus_verify.smt.hopper_store import RELIANCE_STORE, RELIES_ON_STORE, TmaStoreRead
 from argus_verify.smt.obligations.common import (
     async_proxy,
+    distinct_violations,
     elem_str,
     result_from,
     sh_addr,
@@ -51,12 +52,7 @@ def check_races(an, timeout) -> list:
                 worst = r
         span = span_of(an.allocs[name].node)
         if found:
-            seen = set()
-            for r in found:
-                key = (r.location.line, tuple(r.detail.get("lines", [])))
-                if key not in seen:
-                    seen.add(key)
-                    out.append(r)
+            out += distinct_violations(found)
         elif worst is not None:
             out.append(worst)
         elif any(isinstance(a, TmaStoreRead) for a in reads):
