@@ -23,7 +23,7 @@ from argus_verify import ir
 from argus_verify.diagnostics import ArgusError
 from argus_verify.reference import compute_reference, output_error
 from argus_verify.testing.ptxsim import PtxSimError
-from argus_verify.testing.strategies import VALUE_KINDS, consts_for, input_arrays, shapes_for
+from argus_verify.testing.strategies import VALUE_KINDS, consts_for, fits, input_arrays, shapes_for, tile_constants
 
 __all__ = ["Case", "KernelFamily", "SearchResult", "cases", "reproducer", "run_case", "search", "tile_size_cases"]
 
@@ -223,20 +223,16 @@ def tile_size_cases(family: KernelFamily, ref: ModuleType | None, limit: int, ma
     largest constants first; the parts of a case that `pinned` names are kept."""
     if pinned.get("consts") is None and (getattr(ref, "CONSTS", None) or {}):
         return []  # the constants are drawn: their tile sizes are not known ahead
-    from argus_verify.testing.strategies import _constants_in, _fits
-
     consts = dict(pinned.get("consts") or {})
     k = family.get(consts).ir
-    tiles = {k.block, *(int(v) for _, v in k.consts if isinstance(v, int))}
-    for e in (*k.grid, *k.requires):
-        _constants_in(e, tiles)
+    tiles = tile_constants(k)
     fixed = dict(pinned.get("sizes") or {})
     free = [s for s in k.sizes if s not in fixed]
     out: list[Case] = []
     for c in sorted((c for c in tiles if 2 < c <= max_elements), reverse=True):
         for s in free:
             sizes = {n: fixed.get(n, c if n == s else 3) for n in k.sizes}
-            if not _fits(k, sizes, max_elements) or len(out) >= limit:
+            if not fits(k, sizes, max_elements) or len(out) >= limit:
                 continue
             out.append(Case(consts=consts, sizes=sizes, values=pinned.get("values") or "typical",
                             seed=pinned.get("seed") if pinned.get("seed") is not None else len(out),

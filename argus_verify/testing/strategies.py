@@ -62,11 +62,8 @@ def size_candidates(kernel, ref: ModuleType | None = None, max_elements: int = M
     requires mention and every compile-time parameter and the block size, each -1, +0, +1, and the
     reference's SHAPES; at most `max_elements`."""
     k = _kernel(kernel)
-    consts: set = {k.block, *(int(v) for _, v in k.consts if isinstance(v, int))}
-    for e in (*k.grid, *k.requires):
-        _constants_in(e, consts)
     base = {1, 2, *PRIMES}
-    for c in consts:
+    for c in tile_constants(k):
         if c > 1:
             base |= {c - 1, c, c + 1}
     shapes = dict(getattr(ref, "SHAPES", None) or {})
@@ -74,7 +71,16 @@ def size_candidates(kernel, ref: ModuleType | None = None, max_elements: int = M
             for s in k.sizes}
 
 
-def _fits(k: ir.Kernel, sizes: Mapping, max_elements: int) -> bool:
+def tile_constants(k: ir.Kernel) -> set:
+    """The sizes a kernel's tiles come in: its compile-time parameters, the block size, and every
+    constant its grid and requires mention."""
+    out: set = {k.block, *(int(v) for _, v in k.consts if isinstance(v, int))}
+    for e in (*k.grid, *k.requires):
+        _constants_in(e, out)
+    return out
+
+
+def fits(k: ir.Kernel, sizes: Mapping, max_elements: int) -> bool:
     try:
         shapes = ir.tensor_shapes(k, sizes)
         if any(int(np.prod(s, dtype=np.int64)) > max_elements for s in shapes.values()):
@@ -97,7 +103,7 @@ def shapes_for(kernel, ref: ModuleType | None = None, max_elements: int = MAX_EL
             parts[s] = st.just(int(fixed[s]))
         else:
             parts[s] = st.one_of(st.sampled_from(cands[s]), st.integers(1, min(4096, max_elements)))
-    return st.fixed_dictionaries(parts).filter(lambda sz: _fits(k, sz, max_elements))
+    return st.fixed_dictionaries(parts).filter(lambda sz: fits(k, sz, max_elements))
 
 
 def consts_for(ranges: Mapping[str, list] | None) -> st.SearchStrategy[dict]:

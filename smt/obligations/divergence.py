@@ -33,7 +33,7 @@ def check_divergence(an, timeout) -> list:
         if not node.conds or node.uniform_guard:
             out.append(ObligationResult("barrier-divergence", "proved", span, whole))
             continue
-        res, q, terms = solve(an, timeout, partial(lanes_query, an=an, node=node, width=width), validate=False)
+        res, q, terms = solve(an, timeout, partial(divergence_query, an=an, b=node, width=width), validate=False)
         if res.status != "violated":
             out.append(result_from(res, "barrier-divergence", span, f"{what}: {group} uniformity could not be proved",
                                    whole))
@@ -42,11 +42,14 @@ def check_divergence(an, timeout) -> list:
     return out
 
 
-def divergence_query(q, an, b):
-    """Two threads of one block, one reaching barrier b and one not."""
+def divergence_query(q, an, b, width=None):
+    """Two threads of one block (of one group of `width` threads: a warp, a warpgroup), one reaching
+    statement b and one not."""
     S, ctx, inst, t = point(q, b)
     t2 = S.var("t2")
     q.add(t2 >= 0, t2 < an.T, b.guard(S, ctx, inst, t), Z.Not(b.guard(S, ctx, inst, t2)))
+    if width is not None:
+        q.add(Z.Eq(Z.floordiv(t, Z.bv(width)), Z.floordiv(t2, Z.bv(width))))
     q.point.append(t2)
     return ctx, inst, t, t2
 
@@ -70,16 +73,6 @@ def divergence_violation(an, res, span, terms) -> ObligationResult:
         expl,
         res.seconds,
     )
-
-
-def lanes_query(q, an, node, width):
-    """Two threads of one warp (warpgroup: `width`), one running the statement and one not."""
-    S, ctx, inst, t = point(q, node)
-    t2 = S.var("t2")
-    together = Z.Eq(Z.floordiv(t, Z.bv(width)), Z.floordiv(t2, Z.bv(width)))
-    q.add(t2 >= 0, t2 < an.T, together, node.guard(S, ctx, inst, t), Z.Not(node.guard(S, ctx, inst, t2)))
-    q.point.append(t2)
-    return ctx, inst, t, t2
 
 
 def lanes_violation(an, res, span, terms, what, width) -> ObligationResult:

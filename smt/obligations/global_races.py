@@ -17,6 +17,7 @@ from functools import partial
 from argus_verify.smt import program as P
 from argus_verify.smt import zops as Z
 from argus_verify.smt.obligations.common import distinct_violations, elem_str, result_from, span_of, store_elem
+from argus_verify.smt.obligations.once import writer_witness
 from argus_verify.smt.query import exists_check, solve
 from argus_verify.smt.report import ObligationResult
 
@@ -183,14 +184,4 @@ def violation(an, res, X, Y, terms, span) -> ObligationResult:
 
 
 def _access(ev, acc, ctx, inst, t, v) -> dict:
-    tt = ev.int(t)
-    return {
-        "op": acc.kind,
-        "line": acc.node.span.line,
-        "block": [ev.int(b) for b in ctx.block],
-        "thread": tt,
-        "warp": tt // 32,
-        "lane": tt % 32,
-        "value": ev.int(v),
-        "loop": {L.var: ev.int(inst.vals[L.var]) for L in acc.node.loops},
-    }
+    return {"op": acc.kind, **writer_witness(ev, ctx, inst, t, v, acc)}
