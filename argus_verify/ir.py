@@ -613,6 +613,7 @@ class If:
     then: tuple
     orelse: tuple = ()
     span: Span = attrs.field(default=NO_SPAN, eq=False)
+    plain: bool = False  # a condition selecting whole warpgroups, built as a per-thread branch, not a role
 
 
 @attrs.frozen

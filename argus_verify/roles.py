@@ -80,7 +80,7 @@ def roles(kernel: ir.Kernel) -> list[Role]:
     def walk(body):
         for s in body:
             if isinstance(s, ir.If):
-                split = warpgroup_split(s.cond, kernel.block)
+                split = None if s.plain else warpgroup_split(s.cond, kernel.block)
                 if split is not None:
                     for wgs, branch in zip(split, (s.then, s.orelse), strict=True):
                         first = branch[0] if branch else None

@@ -68,6 +68,34 @@ class KernelBuilder:
         body = control.statements(self, stmts)
         return header.kernel_ir(self, name_tok, body)
 
+    # -- trial builds ----------------------------------------------------------------------
+    def checkpoint(self) -> dict:
+        """The builder's state, to build a statement a second way after a failed first try.
+        Containers are restored in place: callers hold bound methods such as `b.out.append`."""
+        state = {}
+        for k, v in vars(self).items():
+            if k == "scopes":
+                state[k] = (v, [(s, dict(s)) for s in v])
+            elif isinstance(v, (list, dict, set)):
+                state[k] = (v, v.copy())
+            else:
+                state[k] = (v, None)
+        return state
+
+    def restore(self, state: dict) -> None:
+        for k, (obj, contents) in state.items():
+            if k == "scopes":
+                for scope, saved in contents:
+                    scope.clear()
+                    scope.update(saved)
+                obj[:] = [scope for scope, _ in contents]
+            elif isinstance(obj, list):
+                obj[:] = contents
+            elif isinstance(obj, (dict, set)):
+                obj.clear()
+                obj.update(contents)
+            setattr(self, k, obj)
+
     # -- diagnostics -----------------------------------------------------------------------
     def sp(self, node) -> Span:
         return span_of(self.file, node)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lark import Tree
+from lark import Token, Tree
 
 from argus_verify import ir, roles
 from argus_verify.diagnostics import SOURCES
@@ -17,6 +17,7 @@ from argus_verify.frontend.values import (
     FragVal,
     IntVal,
     LayoutVal,
+    NotARoleError,
     SharedVal,
     TupleVal,
     int_tuple,
@@ -188,8 +189,21 @@ def _branches(b: KernelBuilder, cond_node, suite, elifs, else_c, n) -> ir.If:
     v = b.value(cond_node)
     if not isinstance(v, IntVal):
         raise b.err(cond_node, "an if condition must be an integer or boolean expression")
-    b.divergent += not v.uniform
     split = roles.warpgroup_split(v.expr, b.block) if b.role is None else None
+    if split is not None and "warpgroup_id" not in _names(cond_node):
+        # `thread_id < 128` selects whole warpgroups too, but the classic shared-memory tree means it
+        # per thread, with block-wide fragments: it is a role unless such a fragment says otherwise
+        state = b.checkpoint()
+        try:
+            return _build_branches(b, v, split, suite, elifs, else_c, n)
+        except NotARoleError:
+            b.restore(state)
+            return _build_branches(b, v, None, suite, elifs, else_c, n, plain=True)
+    return _build_branches(b, v, split, suite, elifs, else_c, n)
+
+
+def _build_branches(b: KernelBuilder, v: IntVal, split, suite, elifs, else_c, n, plain: bool = False) -> ir.If:
+    b.divergent += not v.uniform
     outer = b.role
     try:
         b.role = split[0] if split else outer
@@ -198,7 +212,7 @@ def _branches(b: KernelBuilder, cond_node, suite, elifs, else_c, n) -> ir.If:
         b.role = split[1] if split else outer
         if elifs:
             if split:
-                raise b.err(elifs[0], "a warpgroup role split takes if/else, not elif")
+                raise NotARoleError("a warpgroup role split takes if/else, not elif", b.sp(elifs[0]))
             first = elifs[0]
             orelse = [_branches(b, first.children[0], first.children[1], elifs[1:], else_c, first)]
         elif else_c is not None:
@@ -206,7 +220,11 @@ def _branches(b: KernelBuilder, cond_node, suite, elifs, else_c, n) -> ir.If:
     finally:
         b.divergent -= not v.uniform
         b.role = outer
-    return ir.If(v.expr, tuple(then), tuple(orelse), b.sp(n))
+    return ir.If(v.expr, tuple(then), tuple(orelse), b.sp(n), plain=plain)
+
+
+def _names(node) -> set[str]:
+    return {str(t) for t in node.scan_values(lambda t: isinstance(t, Token))} if isinstance(node, Tree) else set()
 
 
 def _branch(b: KernelBuilder, nodes, role: bool = False) -> list:

@@ -10,7 +10,7 @@ import numpy as np
 
 from argus_verify import ir
 from argus_verify.frontend.arguments import CallSite
-from argus_verify.frontend.values import LayoutVal
+from argus_verify.frontend.values import LayoutVal, NotARoleError
 from argus_verify.layout import Layout, LayoutError, Swizzle, col_major, compose, row_major
 
 if TYPE_CHECKING:
@@ -75,9 +75,12 @@ def check_tv(b: KernelBuilder, layout: Layout, tile: tuple, node) -> ir.TVLayout
                           f"this role runs warpgroups {list(b.role)}: put it first (warpgroups 0..)")
     if tv.threads != b.fragment_threads():
         where = f"the role (warpgroups {list(b.role)}) has" if b.role is not None else "the block has"
-        why = ("; an `if` whose condition selects whole warpgroups (thread_id < 128, warpgroup_id == 1) makes a "
-               "warpgroup role, and a fragment inside it spans the role's threads") if b.role is not None else ""
-        raise b.err(node, f"tv layout {layout} spans {tv.threads} threads but {where} {b.fragment_threads()}{why}")
+        why = ("; an `if` on warpgroup_id makes a warpgroup role, and a fragment inside it spans the role's "
+               "threads") if b.role is not None else ""
+        msg = f"tv layout {layout} spans {tv.threads} threads but {where} {b.fragment_threads()}{why}"
+        if b.role is not None and tv.threads == b.block:
+            raise NotARoleError(msg, b.sp(node), b.binding_note(node))
+        raise b.err(node, msg)
     if tv.values > MAX_VALUES_PER_THREAD:
         raise b.err(node, f"tv layout {layout} gives each thread {tv.values} values; a fragment holds at most "
                           f"{MAX_VALUES_PER_THREAD} per thread")

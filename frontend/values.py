@@ -5,11 +5,17 @@ from __future__ import annotations
 from lark import Token
 
 from argus_verify import ir
-from argus_verify.diagnostics import Span
+from argus_verify.diagnostics import ArgusTypeError, Span
 from argus_verify.instructions import BUILTINS
 
 DTYPES = tuple(ir.DTYPE_BYTES)
 RESERVED = frozenset(BUILTINS) | frozenset(DTYPES)  # names a kernel cannot bind
+
+
+class NotARoleError(ArgusTypeError):
+    """What a warpgroup role cannot hold (a fragment spanning the whole block, an elif) inside a
+    warpgroup split taken for a role: unless the condition names warpgroup_id, the split is then
+    built as an ordinary per-thread branch instead (frontend/control.py)."""
 
 
 def span_of(filename: str, node) -> Span:
