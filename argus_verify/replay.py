@@ -9,6 +9,7 @@ next to what the assertion expected.
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 
@@ -61,12 +62,12 @@ def replay_one(kernel: ir.Kernel, result, path: str) -> dict:
     from argus_verify.runtime.interp import run
 
     w = _witness_fields(result)
-    element = w.get("element") or {}
+    element = w.get("element")
+    element = element if isinstance(element, dict) else {}  # (a coverage witness names its element in words)
     frag = element.get("tile") or element.get("fragment")
     if not w or frag is None or "thread" not in w:
-        return {"obligation": getattr(result, "obligation", "?"), "replayed": False,
-                "text": f"  replay: nothing to replay for {getattr(result, 'obligation', '?')} "
-                        "(no fragment element in the witness)"}
+        return _replay_by_reproducing(kernel, result, path)
+    label, frag = frag, _labels(kernel).get(frag, frag)  # a temporary is printed by its source, `(xs * 2.0)`
     ref = load_reference(path)
     sizes = dict(getattr(ref, "SHAPES", {}) or {})
     sizes.update({k: int(v) for k, v in (w.get("sizes") or {}).items()})
@@ -99,13 +100,13 @@ def replay_one(kernel: ir.Kernel, result, path: str) -> dict:
     run(kernel, arrays, sizes, scalars, trace=trace)
     if not seen:
         return {"obligation": result.obligation, "replayed": False,
-                "text": f"  replay: {frag} was not computed for block {block}, thread {thread} at "
+                "text": f"  replay: {label} was not computed for block {block}, thread {thread} at "
                         f"{', '.join(f'{k} = {v}' for k, v in loop.items()) or 'that point'}"}
     at_line, value = seen[-1]
     source = find_in_inputs(value, arrays)
     where = f"block {block}, thread {thread} (warp {thread // 32}, lane {thread % 32})"
     loop_txt = ", ".join(f"{k} = {v}" for k, v in loop.items())
-    text = (f"  replay ({', '.join(f'{k}={v}' for k, v in sizes.items())}, seed {REPLAY_SEED}): {frag}[value "
+    text = (f"  replay ({', '.join(f'{k}={v}' for k, v in sizes.items())}, seed {REPLAY_SEED}): {label}[value "
             f"{value_idx}] of {where}{', ' + loop_txt if loop_txt else ''} = {value:.6g}"
             + (f", which is {source}" if source else ("" if np.isfinite(value) else
                                                        " (never written: stale shared memory)")))
@@ -115,6 +116,27 @@ def replay_one(kernel: ir.Kernel, result, path: str) -> dict:
     return {"obligation": result.obligation, "replayed": True, "fragment": frag, "line": at_line,
             "value": value if np.isfinite(value) else str(value), "source": source, "sizes": sizes,
             "block": list(block), "thread": thread, "value_index": value_idx, "loop": loop, "text": text}
+
+
+def _replay_by_reproducing(kernel: ir.Kernel, result, path: str) -> dict:
+    """A witness without a fragment element (a coverage or race witness): what running the kernel
+    shows, at the witness's sizes over the reference's SHAPES."""
+    ob = getattr(result, "obligation", "?")
+    w = _witness_fields(result)
+    ref = load_reference(path)
+    sizes = {**dict(getattr(ref, "SHAPES", {}) or {}), **(w.get("sizes") or {})}
+    sizes = {k: int(v) for k, v in sizes.items() if k in kernel.sizes}
+    if not w or any(s not in sizes for s in kernel.sizes):
+        return {"obligation": ob, "replayed": False,
+                "text": f"  replay: nothing to replay for {ob} (no fragment element or sizes in the witness)"}
+    at = types.SimpleNamespace(obligation=ob, witness={**w, "sizes": sizes}, location=getattr(result, "location", None),
+                               message=getattr(result, "message", ""), detail=getattr(result, "detail", None))
+    found = reproduce(kernel, at, path)
+    shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    if found["status"] == REPRODUCED:
+        return {"obligation": ob, "replayed": True, "sizes": sizes, "text": f"  replay ({shown}): {found['text']}"}
+    return {"obligation": ob, "replayed": False, "sizes": sizes,
+            "text": f"  replay ({shown}): not shown by a run ({found['text']})"}
 
 
 def replay_all(kernel: ir.Kernel, report, path: str) -> list[dict]:

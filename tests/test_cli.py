@@ -345,6 +345,33 @@ def test_verify_replay_shows_the_stale_tile(capsys):
     assert k // 16 != rep["loop"]["kt"]
 
 
+def test_verify_replay_runs_a_coverage_witness_against_the_contract(capsys):
+    """A coverage witness names its element in words and carries no sizes: the replay runs the
+    reference's SHAPES and shows the output against the contract (it was an internal error)."""
+    code, out, _ = run_cli(capsys, "verify", str(SPECS / "buggy" / "reduce_columns_twice.arg"), "--replay", "--json")
+    assert code == 1
+    (cov,) = [r for r in json.loads(out) if r["obligation"] == "reduction-coverage"]
+    assert cov["replay"]["replayed"] and "where the contract gives" in cov["replay"]["text"]
+
+
+def test_verify_replay_finds_a_stored_expression_by_its_source(capsys, tmp_path):
+    path = tmp_path / "shifted.arg"
+    path.write_text("""kernel shifted(x: f32[N]) -> out: f32[N]:
+    grid(cdiv(N, 256))
+    block(256)
+    tag x[i] = (i,)
+    tag out[i] = (i,) once
+    contract out[i] = x[i] * 2.0
+    base = block_id.x * 256
+    xs = load(x[base + 1 : base + 257], tv=(256, 1):(1, 0), mask=True)
+    store(out[base : base + 256], xs * 2.0, mask=True)
+""")
+    (tmp_path / "shifted.ref.py").write_text("SHAPES = {'N': 64}\n\n\ndef reference(x):\n    return {'out': 2 * x}\n")
+    code, out, _ = run_cli(capsys, "verify", str(path), "--replay")
+    assert code == 1
+    assert "replay (N=64, seed" in out and "(xs * 2.0)[value 0]" in out and "was not computed" not in out
+
+
 # -- bad option values: exit 2, a clear message, valid JSON with --json ------------------------------
 
 def run_json(capsys, *argv: str) -> tuple[int, dict]:
