@@ -19,6 +19,7 @@ from argus_verify import ir
 from argus_verify.smt import vacuity
 from argus_verify.smt.forked import in_child
 from argus_verify.smt.report import OBLIGATIONS, WARNINGS, ObligationResult, VerifyReport
+from argus_verify.smt.unroll import unroll_shared_loops
 
 __all__ = ["verify", "VerifyReport", "ObligationResult", "OBLIGATIONS", "WARNINGS"]
 
@@ -85,6 +86,7 @@ def _settle() -> None:
 
 def _verify(kernel, timeout_s, shapes, checks, jobs, progress) -> VerifyReport:
     t0 = time.perf_counter()
+    kernel = unroll_shared_loops(kernel)
     shapes = {k: int(v) for k, v in (shapes or {}).items() if k in kernel.sizes}
     report = VerifyReport(kernel.name, kernel.source_file, shapes=shapes or None)
     want = set(checks or OBLIGATIONS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from argus_verify import smt
+from argus_verify import ir, smt
 from argus_verify.frontend import compile_source
 from argus_verify.smt.analysis import Analysis
 
@@ -124,3 +124,54 @@ def test_a_tree_in_a_loop_is_not_called_a_missing_reduction(contract, combine, p
     results = _flow_results(kernel, kernel.contracts[0].span, 10)
     got = {r.status for r in results if r.obligation == "reduction-operator"}
     assert got == {want}, got
+
+
+# The same tree written as a loop (`for k in range(1, L): h = T >> k`), as CUDA's classic reduction
+# does it: coverage did not follow shared memory between iterations (unknown after 111 s). The
+# verifier now unrolls such small constant-trip loops (smt/unroll.py) into the tree above.
+LOOP = HEAD + """    for k in range(1, {levels}):
+        h = {T} >> k
+        if thread_id < h:
+            a = load(sdata[0 : 1, thread_id : thread_id + 1], tv=({T}, 1):(0, 0))
+            b = load(sdata[0 : 1, thread_id + h : thread_id + h + 1], tv=({T}, 1):(0, 0))
+            store(sdata[0 : 1, thread_id : thread_id + 1], a + b)
+        barrier()
+""" + TAIL
+
+
+def loop_tree(threads=128, levels=None, **edits) -> str:
+    text = LOOP.format(T=threads, V=256 // threads, levels=levels or threads.bit_length())
+    for old, new in edits.items():
+        assert old in text
+        text = text.replace(old, new)
+    return text
+
+
+def test_the_tree_in_a_loop_is_proved():
+    got = statuses(loop_tree())
+    assert all(s <= {"proved", "warning"} for s in got.values()), got
+
+
+@pytest.mark.parametrize(("text", "obligation"), [
+    (loop_tree(levels=7), "reduction-coverage"),  # one level short: s[0] + s[1] never combined
+    (loop_tree(**{"thread_id + h : thread_id + h + 1": "thread_id + h + 1 : thread_id + h + 2"}), "bounds"),
+    (loop_tree(**{"if thread_id < h:": "if thread_id <= h:"}), "race"),
+])
+def test_a_broken_tree_in_a_loop_is_a_violation(text, obligation):
+    assert "violated" in statuses(text)[obligation]
+
+
+def test_the_unrolled_copies_are_new_statements_with_the_level_as_a_constant():
+    from argus_verify.smt.unroll import unroll_shared_loops
+
+    k = compile_source(loop_tree(), "k.arg")
+    u = unroll_shared_loops(k)
+    assert not any(isinstance(s, ir.For) for s in ir.walk_stmts(u.body))
+    lets = [s.value for s in ir.walk_stmts(u.body) if isinstance(s, ir.Let) and s.name == "h"]
+    assert [ir.eval_int(v, {}) for v in lets] == [64, 32, 16, 8, 4, 2, 1]
+    stmts = list(ir.walk_stmts(u.body))
+    assert len({id(s) for s in stmts}) == len(stmts)
+    # a loop without a barrier between its levels, or with a size for a bound, stays a loop
+    for edits in ({"        barrier()\n": ""}, {"range(1, 8)": "range(1, N)"}):
+        k = compile_source(loop_tree(**edits), "k.arg")
+        assert unroll_shared_loops(k) is k
