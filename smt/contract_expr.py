@@ -5,16 +5,24 @@ Terms are tuples: ("elem", tensor), ("const", value), ("un", op, a), ("bin", op,
 shared-memory partials and loop iterations: smt/coverage.py proves the split takes every element
 once), and ("lane", a): `a` as another lane holds it (a shuffle). None means the pass lost track.
 
-Equality is decided by Z3 over the reals: tensors are real variables, +, -, *, / are exact, max
-and min are conditionals, math functions and reductions are uninterpreted functions (so equal
+("cast", dtype, a, how) is a conversion to an integer type that can change the value: from a float
+`how` is "saturate" (round to nearest even, then clamp, as `cvt.rni` does), from an integer "wrap"
+(the low bits); a conversion between float types, and a widening one, keeps `a`.
+
+Equality is decided by Z3 over the reals: tensors are real variables (integers for integer
+tensors), +, -, *, / are exact, max and min are conditionals, conversions to integers round and
+saturate as `cvt.rni` does, math functions and reductions are uninterpreted functions (so equal
 arguments give equal results and nothing more). "Equal" therefore means equal as real-number
-expressions, up to regrouping; rounding differences are outside what this proves.
+expressions, up to regrouping; rounding differences between float types are outside what this
+proves. Division is compared where no divisor is zero, and then the kernel may divide by zero only
+where the contract does (`x / x * x` is not `x`: NaN at 0).
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import z3
 
 from argus_verify import ir, semantics
@@ -66,6 +74,30 @@ def reduction(op: str, a):
     return ("red", op, strip(a, op))
 
 
+def cast(dtype: str, src: str | None, a):
+    """The term of converting `a` (of dtype `src`) to `dtype`: a "cast" term where the value may change."""
+    if a is None or dtype not in ir.INT_DTYPES or src == dtype:
+        return a
+    if src in ir.INT_DTYPES and _int_range(src)[0] >= _int_range(dtype)[0] and \
+            _int_range(src)[1] <= _int_range(dtype)[1]:
+        return a  # a widening integer conversion
+    return ("cast", dtype, unlane(a), "wrap" if src in ir.INT_DTYPES else "saturate")
+
+
+def _int_range(dtype: str) -> tuple[int, int]:
+    bits = 8 * ir.DTYPE_BYTES[dtype]
+    return (0, 2 ** bits - 1) if dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
+def names(t) -> set:
+    """The tensors and scalars term t reads."""
+    if t is None or t[0] == "const":
+        return set()
+    if t[0] in ("elem", "scalar"):
+        return {t[1]}
+    return set().union(*(names(x) for x in t[1:] if isinstance(x, tuple)))
+
+
 def uniform(t) -> bool:
     """Whether term t is the same for every element of any reduction: built of constants and scalar
     parameters alone."""
@@ -73,7 +105,7 @@ def uniform(t) -> bool:
         return False
     if t[0] in ("const", "scalar"):
         return True
-    if t[0] == "un":
+    if t[0] in ("un", "cast"):
         return uniform(t[2])
     if t[0] == "bin":
         return uniform(t[2]) and uniform(t[3])
@@ -127,6 +159,8 @@ def render(t) -> str:
         return f"({render(t[2])} {t[1]} {render(t[3])})"
     if kind == "red":
         return f"{t[1]}({render(t[2])})"
+    if kind == "cast":
+        return f"cast({render(t[2])}, {t[1]})"
     if kind == "lane":
         return render(t[1])
     return str(t)
@@ -135,17 +169,21 @@ def render(t) -> str:
 class Equivalence:
     """Decides kernel term == contract term; `witness` holds tensor values where they differ."""
 
-    def __init__(self, timeout_s: float = 5.0):
+    def __init__(self, timeout_s: float = 5.0, integers: frozenset = frozenset()):
         self.vars: dict = {}
         self.funs: dict = {}
         self.timeout_s = timeout_s
+        self.integers = integers  # the names of integer tensors and scalars
         self.witness: dict = {}
         self.reason = ""
+        self.divisors: list = []  # of the term being built
 
     def term(self, t):
         kind = t[0]
         if kind in ("elem", "scalar"):  # a tensor's element or a scalar parameter (their names differ)
-            return self.vars.setdefault(t[1], z3.Real(t[1]))
+            if t[1] not in self.vars:
+                self.vars[t[1]] = z3.ToReal(z3.Int(t[1])) if t[1] in self.integers else z3.Real(t[1])
+            return self.vars[t[1]]
         if kind == "const":
             v = t[1]
             if math.isinf(v) or math.isnan(v):
@@ -161,6 +199,7 @@ class Equivalence:
             if op == "abs":
                 return z3.If(a >= 0, a, -a)
             if op == "recip":
+                self.divisors.append(a)
                 return 1 / a
             if op == "exp":  # exp(x) = exp2(x log2 e): the lowering's and the kernels' own spelling
                 return self.fun("un", "exp2")(a * z3.RealVal(repr(LOG2_E)))
@@ -177,6 +216,7 @@ class Equivalence:
             if op == "*":
                 return a * b
             if op == "/":
+                self.divisors.append(b)
                 return a / b
             if op == "max":
                 return z3.If(a >= b, a, b)
@@ -185,6 +225,8 @@ class Equivalence:
             return self.fun("bin", op, 2)(a, b)
         if kind == "red":
             return self.fun("red", t[1])(self.term(t[2]))
+        if kind == "cast":
+            return _to_integer(self.term(t[2]), t[1], t[3])
         raise TypeError(t)
 
     def never_past(self, t, values, op: str) -> bool:
@@ -210,16 +252,86 @@ class Equivalence:
         return self.funs[key]
 
     def equal(self, kernel_term, contract_term) -> bool | None:
-        """True: equal for all inputs; False: differ (see `witness`); None: the solver gave up."""
+        """True: equal for all inputs; False: differ (see `witness` and `reason`); None: not decided
+        (`reason` says why)."""
+        self.divisors = []
+        k = self.term(kernel_term)
+        kernel_divisors, self.divisors = self.divisors, []
+        c = self.term(contract_term)
+        contract_divisors = self.divisors
+        nonzero = [d != 0 for d in kernel_divisors + contract_divisors]
         s = z3.Solver()
         s.set("timeout", int(self.timeout_s * 1000))
-        s.add(self.term(kernel_term) != self.term(contract_term))
+        s.add(k != c, *nonzero)
         res = s.check()
+        if res == z3.unknown:
+            self.reason = f"the solver gave up ({s.reason_unknown()})"
+            return None
+        if res == z3.sat:
+            self.witness = self._values(s.model())
+            return False
+        if not kernel_divisors:
+            return True
+        # equal wherever nothing divides by zero: the kernel may divide by zero only where the contract does
+        z = z3.Solver()
+        z.set("timeout", int(self.timeout_s * 1000))
+        z.add(z3.Or([d == 0 for d in kernel_divisors]), *[d != 0 for d in contract_divisors])
+        res = z.check()
         if res == z3.unsat:
             return True
         if res == z3.unknown:
-            self.reason = s.reason_unknown()
+            self.reason = f"the solver gave up on the kernel's divisions by zero ({z.reason_unknown()})"
             return None
-        m = s.model()
-        self.witness = {n: str(m.eval(v, model_completion=True)) for n, v in self.vars.items()}
-        return False
+        m = z.model()
+        values = {n: float(m.eval(v, model_completion=True).as_fraction()) for n, v in self.vars.items()}
+        got, want = evaluate(kernel_term, values), evaluate(contract_term, values)
+        self.witness = self._values(m)
+        where = ", ".join(f"{n} = {v}" for n, v in self.witness.items())
+        if got is not None and want is not None and not (got == want or (math.isnan(got) and math.isnan(want))):
+            self.reason = f"the kernel divides by zero at {where}, where the contract does not: {got:g} against {want:g}"
+            return False
+        self.reason = (f"the kernel divides by zero at {where}, where the contract does not; what that gives "
+                       "in floating point is not decided here")
+        return None
+
+    def _values(self, m) -> dict:
+        return {n: str(m.eval(v, model_completion=True)) for n, v in self.vars.items()}
+
+
+def _to_integer(a, dtype: str, how: str):
+    """To an integer type: from a float, `cvt.rni` (round to the nearest integer, ties to even, then
+    saturate); from an integer, its low bits."""
+    lo, hi = _int_range(dtype)
+    f = z3.ToInt(a)  # floor
+    if how == "wrap":
+        return z3.ToReal((f - lo) % (hi - lo + 1) + lo)
+    frac = a - z3.ToReal(f)
+    half = z3.RealVal("1/2")
+    r = z3.If(frac > half, f + 1, z3.If(frac < half, f, z3.If(f % 2 == 0, f, f + 1)))
+    return z3.ToReal(z3.If(r < lo, lo, z3.If(r > hi, hi, r)))
+
+
+def evaluate(t, values: dict) -> float | None:
+    """Term `t` in float64 at the given tensor values (None where it needs a reduction or an
+    operator this does not evaluate)."""
+    kind = t[0]
+    with np.errstate(all="ignore"):
+        if kind in ("elem", "scalar"):
+            return values.get(t[1])
+        if kind == "const":
+            return float(t[1])
+        if kind == "lane":
+            return evaluate(t[1], values)
+        if kind == "cast":
+            a = evaluate(t[2], values)
+            if a is None or not math.isfinite(a):
+                return None
+            return float(semantics.round_to(np.int64(a) if t[3] == "wrap" else np.float64(a), t[1]))
+        if kind == "un" and t[1] in semantics.FLOAT_UNARY:
+            a = evaluate(t[2], values)
+            return None if a is None else float(semantics.FLOAT_UNARY[t[1]].ref(np.float64(a)))
+        if kind == "bin" and t[1] in semantics.FLOAT_BINARY:
+            a, b = evaluate(t[2], values), evaluate(t[3], values)
+            return None if a is None or b is None else float(semantics.FLOAT_BINARY[t[1]].ref(np.float64(a),
+                                                                                                np.float64(b)))
+    return None

@@ -103,6 +103,7 @@ class ReductionFlow:
         self.allocs: dict[str, ir.SharedAlloc] = {}
         self._seen: set = set()
         self.pad_sites: dict = {}
+        self.dtypes: dict[str, str] = {}  # fragment name -> its dtype (the source of a cast)
         env: dict = {}
         self.walk(kernel.body, env, loops=())
 
@@ -118,6 +119,7 @@ class ReductionFlow:
         for s in body:
             if isinstance(s, ir.Assign):
                 env[s.name] = self.assign(s, env, loops)
+                self.dtypes[s.name] = s.type.dtype
             elif isinstance(s, ir.SharedAlloc):
                 self.allocs[s.name] = s
             elif isinstance(s, (ir.Store, ir.Stmatrix)):
@@ -364,7 +366,10 @@ class ReductionFlow:
                     return kept
             return attrs.evolve(src, axes=(None,) * rank, aligned=())
         if isinstance(op, ir.Cast):
-            return env[op.arg]
+            src = env[op.arg]
+            if src is None or src.expr is None:
+                return src
+            return attrs.evolve(src, expr=X.cast(op.dtype, self.dtypes.get(op.arg), src.expr))
         if isinstance(op, ir.Shuffle):
             src = env[op.arg]
             return attrs.evolve(src, expr=None if src.expr is None else ("lane", src.expr))
@@ -648,14 +653,22 @@ def check_expressions(kernel: ir.Kernel, flow: ReductionFlow, timeout_s: float) 
                                           "inputs (a loop-carried value other than an accumulator, or shared "
                                           "memory read before the pass saw a write)", {}))
             continue
-        eq = X.Equivalence(timeout_s)
-        res = eq.equal(X.unlane(f.expr), want)
+        have = X.unlane(f.expr)
+        if have[0] == "cast" and have[1] == kernel.param(store.dst.base).dtype:
+            # the contract's value, converted to the output's dtype: its low bits where it is an integer
+            integral = X.names(want) <= {p.name for p in kernel.params if p.dtype in ir.INT_DTYPES} and \
+                "/" not in str(want)
+            want = ("cast", have[1], want, "wrap" if integral else "saturate")
+        eq = X.Equivalence(timeout_s, integers=frozenset(
+            p.name for p in kernel.params if p.dtype in ir.INT_DTYPES))
+        res = eq.equal(have, want)
         if res is None:
-            out.append((store, "unknown", f"the solver gave up comparing {store.dst.base} with its contract "
-                                          f"({eq.reason})", {}))
+            out.append((store, "unknown", f"{store.dst.base} could not be compared with its contract: "
+                                          f"{eq.reason}", {}))
         elif res is False:
+            why = f" ({eq.reason})" if eq.reason else ""
             out.append((store, "violated", f"{store.dst.base} receives {X.render(f.expr)}, but the contract says "
-                                           f"{X.render(want)}", eq.witness))
+                                           f"{X.render(want)}{why}", eq.witness))
     return out
 
 
