@@ -29,6 +29,7 @@ LayoutLike = Layout | ComposedLayout
 
 DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "u32": 4, "i8": 1, "u8": 1}
 FLOAT_DTYPES = ("f64", "f32", "f16", "bf16")
+GRID_MAX = (2**31 - 1, 65535, 65535)  # the most blocks a CUDA launch takes along x, y and z
 INT_DTYPES = ("i64", "i32", "u32", "i8", "u8")
 
 
@@ -1116,6 +1117,21 @@ def uses_cluster(kernel: Kernel) -> bool:
     """Whether a kernel runs in thread-block clusters: a cluster(...) shape of more than one block,
     or cluster statements (with cluster(1), each block is a cluster of one)."""
     return kernel.cluster != (1, 1, 1) or any(isinstance(s, CLUSTER_STMTS) for s in walk_stmts(kernel.body))
+
+
+TMA_ROW_BYTES = 16  # a tensor map's row stride is a multiple of 16 bytes (cuTensorMapEncodeTiled)
+
+
+def tma_tensors(kernel: Kernel) -> dict:
+    """The global tensors a TMA copy moves -> the first statement that does (its tensor map needs a
+    row stride of a multiple of TMA_ROW_BYTES)."""
+    out: dict = {}
+    for s in walk_stmts(kernel.body):
+        if isinstance(s, (TmaLoad, TmaLoadMulticast)):
+            out.setdefault(s.src.base, s)
+        elif isinstance(s, TmaStore):
+            out.setdefault(s.dst.base, s)
+    return out
 
 
 def uses_hopper(body) -> bool:

@@ -375,14 +375,16 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
             if found is not None and found[0] == REPRODUCED:
                 return out(*found)
         return out(UNCHECKED, "no operand value is a copy of an input element")
-    if ob == "launch" and "division by zero" in getattr(result, "message", ""):
+    launch_faults = {"division by zero": "a division by zero", "TMA moves": "a TMA row stride it refuses"}
+    fault_kind = next((k for k in launch_faults if k in getattr(result, "message", "")), None)
+    if ob == "launch" and fault_kind is not None:
         r = _Run(kernel, {**w, "params": w.get("params") or w.get("scalars") or {}}, path, record=False)
         if not r.ok:
             return out(UNCHECKED, "the interpreter cannot run these sizes")
         if r.fault is None:
-            return out(NOT_REPRODUCED, "the interpreter ran the witness's sizes without a division by zero")
+            return out(NOT_REPRODUCED, f"the interpreter ran the witness's sizes without {launch_faults[fault_kind]}")
         at = getattr(getattr(r.fault, "span", None), "line", None)
-        if at == line and "division by zero" in str(r.fault):
+        if at == line and fault_kind in str(r.fault):
             return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
         return out(UNCHECKED, f"the interpreter faulted first at line {at}")
     if ob == "reduction-coverage":  # a loop range or a lost iteration: the output differs from the contract

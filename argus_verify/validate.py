@@ -29,7 +29,7 @@ COMPARED = ("race", "bounds", "barrier-divergence")
 # violation of it is a disagreement all the same.
 SOURCE_SIDE = {"race": ("race", "output-once"), "bounds": ("bounds",), "barrier-divergence": ("barrier-divergence",)}
 MAX_SIZE = 1 << 20  # the source verifier's size range (smt.zops.MAX_SIZE); checked in the tests
-GRID_MAX = (2**31 - 1, 65535, 65535)
+GRID_MAX = ir.GRID_MAX
 # Argus's PTX indexes tensors with 32-bit integers (docs/lowering.md, "Not lowered yet"): a tensor has
 # fewer than 2**31 elements. The source proof does not need this; the PTX does, so it is assumed here.
 ELEMENTS_LIMIT = 1 << 31

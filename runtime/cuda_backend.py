@@ -94,6 +94,11 @@ def check_sizes(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping) -
         if count >= 2**31:
             raise ValueError(f"tensor {name} has {count} elements ({' x '.join(map(str, shape))}); the generated "
                              "code indexes tensors with 32-bit integers: at most 2**31 - 1 elements each")
+    grid = grid_of(kernel, sizes, scalars)
+    for axis, (extent, limit) in enumerate(zip(grid, ir.GRID_MAX, strict=True)):
+        if extent > limit:
+            raise ValueError(f"the grid {grid} has {extent} blocks along {'xyz'[axis]}; CUDA launches at most "
+                             f"{limit} (the verifier's `launch` obligation reports such sizes)")
     return sizes
 
 

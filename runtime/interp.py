@@ -230,6 +230,12 @@ def run(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], sizes: Mapping[str,
     for req, ok in zip(kernel.requires, host_values(kernel.requires, sizes, scalars), strict=True):
         if not ok:
             raise ArgusError(f"the sizes {fmt_sizes(sizes)} violate a 'requires' precondition", req.span)
+    for name, stmt in ir.tma_tensors(kernel).items():  # what the GPU's launch refuses, as its fault
+        param = kernel.param(name)
+        row = ir.eval_int(param.shape[-1], sizes) * ir.DTYPE_BYTES[param.dtype]
+        if row % ir.TMA_ROW_BYTES:
+            raise ArgusRuntimeError(f"TMA moves {name}, whose rows are {row} bytes at {fmt_sizes(sizes)}: a tensor "
+                                    f"map needs a multiple of {ir.TMA_ROW_BYTES}", stmt.span)
     with np.errstate(invalid="ignore", over="ignore"):
         Launch(kernel, work, sizes, scalars, schedule, trace).run()
     return {t.name: work[t.name] for t in kernel.outputs}

@@ -288,7 +288,8 @@ class Equivalence:
         self.witness = self._values(m)
         where = ", ".join(f"{n} = {v}" for n, v in self.witness.items())
         if got is not None and want is not None and not (got == want or (math.isnan(got) and math.isnan(want))):
-            self.reason = f"the kernel divides by zero at {where}, where the contract does not: {got:g} against {want:g}"
+            self.reason = (f"the kernel divides by zero at {where}, where the contract does not: {got:g} "
+                           f"against {want:g}")
             return False
         self.reason = (f"the kernel divides by zero at {where}, where the contract does not; what that gives "
                        "in floating point is not decided here")

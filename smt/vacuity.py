@@ -208,10 +208,12 @@ class _Launcher:
             return Launch([self.result("unknown", self.k.span, f"admissible sizes undecided: {given.reason}")])
         divisions = _Divisions.find(self.k, self.terms, self.env, self.grid)
         # where the grid divides by zero its extents mean nothing: that division is reported instead
-        grid, never = self.check_grid([Z.Ne(d.divisor, 0) for d in divisions if d.scope == "grid"])
+        defined = [Z.Ne(d.divisor, 0) for d in divisions if d.scope == "grid"]
+        grid, never = self.check_grid(defined)
         if never:
             return Launch(grid, vacuous="the grid is empty for every admissible size")
-        return Launch(grid + [self.check_division(d) for d in divisions])
+        limits = self.check_grid_limits(defined) + self.check_tma_rows()
+        return Launch(grid + limits + [self.check_division(d) for d in divisions])
 
     def contradiction(self, adm: Admissibility, status: str) -> ObligationResult:
         reqs = adm.requires()
@@ -245,6 +247,65 @@ class _Launcher:
         s = self.solver()
         s.add(*self.admitted(), *defined, *[Z.Le(1, g) for g in self.grid])
         return [empty], s.check() == z3.unsat
+
+    def check_grid_limits(self, defined: list) -> list:
+        """Each grid extent within what CUDA launches (2**31 - 1 blocks along x, 65535 along y and z):
+        a larger grid fails to launch at those sizes."""
+        out = []
+        for axis, (g, limit) in enumerate(zip(self.grid, ir.GRID_MAX, strict=True)):
+            if Z.const_value(g) is not None and Z.const_value(g) <= limit:
+                continue
+            ext = self.k.grid[axis]
+            where = ext.span if ext.span.line > 0 else self.k.span
+            s = self.solver()
+            s.add(*self.admitted(), *defined, Z.Lt(limit, g))
+            found = s.check()
+            if found == z3.unsat:
+                continue
+            if found != z3.sat:
+                out.append(self.result("unknown", where, f"grid extent {fmt_iexpr(ext)} could not be bounded by "
+                                                         f"{limit}: {self.gave_up(s)}"))
+                continue
+            model = s.model()  # (not the smallest model: the extent is large by definition)
+            value = model.eval(g, model_completion=True).as_long()
+            text = fmt_iexpr(ext)
+            out.append(self.result(
+                "violated", where,
+                f"grid extent {text} along {'xyz'[axis]} is {value}, over the {limit} blocks CUDA launches",
+                witness={**self.witness(model), "grid": [model.eval(x, model_completion=True).as_long()
+                                                         for x in self.grid]},
+                hint=f"launch the long dimension along x (up to {ir.GRID_MAX[0]} blocks), or add "
+                     f"`requires {text} <= {limit}`"))
+        return out
+
+    def check_tma_rows(self) -> list:
+        """The row stride of every tensor a TMA copy moves is a multiple of 16 bytes: the runtime
+        cannot encode its tensor map otherwise, and the launch fails."""
+        out = []
+        for name, stmt in ir.tma_tensors(self.k).items():
+            param = self.k.param(name)
+            esize = ir.DTYPE_BYTES[param.dtype]
+            cols = self.terms.term(param.shape[-1], self.env)
+            s = self.solver()
+            s.add(*self.admitted(), Z.Ne(Z.mod(Z.mul(cols, esize), ir.TMA_ROW_BYTES), 0))
+            found = s.check()
+            if found == z3.unsat:
+                continue
+            if found != z3.sat:
+                out.append(self.result("unknown", stmt.span, f"the row stride of {name} could not be checked: "
+                                                             f"{self.gave_up(s)}"))
+                continue
+            model = self.small_model(s)
+            width = fmt_iexpr(param.shape[-1])
+            rows = model.eval(cols, model_completion=True).as_long() * esize
+            out.append(self.result(
+                "violated", stmt.span,
+                f"TMA moves {name}, whose rows of {width} {param.dtype} are {rows} bytes, not a multiple of "
+                f"{ir.TMA_ROW_BYTES}: its tensor map cannot be built and the launch fails",
+                witness=self.witness(model),
+                hint=f"add `requires {width} % {ir.TMA_ROW_BYTES // esize if ir.TMA_ROW_BYTES % esize == 0 else 16}"
+                     f" == 0`"))
+        return out
 
     def empty_grid(self, model, where) -> ObligationResult:
         extents = [model.eval(g, model_completion=True).as_long() for g in self.grid]

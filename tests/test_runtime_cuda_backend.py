@@ -130,3 +130,11 @@ def test_tensors_past_32_bit_indexing_are_refused_before_launch():
     assert cuda_backend.check_sizes(kernel, {"M": 2**15, "N": 2**15}, {}) == {"M": 2**15, "N": 2**15}
     with pytest.raises(ValueError, match="32-bit integers"):
         cuda_backend.check_sizes(kernel, {"M": 2**16, "N": 2**15}, {})
+
+
+def test_a_grid_past_what_cuda_launches_is_refused_before_launch():
+    text = (Path(__file__).resolve().parents[1] / "specs" / "xor_swizzle_transpose.arg").read_text()
+    kernel = compile_source(text.replace("    requires M <= 65535 * T", "    requires M >= 1"), "x.arg")
+    assert cuda_backend.check_sizes(kernel, {"M": 65535 * 16, "N": 16}, {})
+    with pytest.raises(ValueError, match="65536 blocks along y; CUDA launches at most 65535"):
+        cuda_backend.check_sizes(kernel, {"M": 65536 * 16, "N": 16}, {})
