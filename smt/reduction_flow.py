@@ -604,6 +604,17 @@ def dominated(expr, values, reduce_op: str) -> bool:
 
 
 def _join(a: Flow, b: Flow) -> Flow:
+    for fill, data in ((a, b), (b, a)):
+        if _constant_fill(fill) and not _constant_fill(data):
+            # a constant written before (or besides) the data, e.g. a tile zeroed before TMA fills it:
+            # where it is read instead of data it enters like padding, so the padding check sees it
+            pads = dict(data.padding)
+            for origin in {o for o in data.axes if o is not None} | {o for _, o in data.families}:
+                if origin not in pads:
+                    pads[origin] = fill.const
+                elif pads[origin] is not None and pads[origin] != fill.const:
+                    pads[origin] = tuple(sorted(set(_values(pads[origin]) + (fill.const,))))
+            return attrs.evolve(data, padding=tuple(pads.items()))
     axes = tuple(x if x == y else None for x, y in zip(a.axes, b.axes, strict=False)) if a.axes != b.axes else a.axes
     pads = dict(a.padding)
     for o, v in b.padding:
@@ -617,6 +628,11 @@ def _join(a: Flow, b: Flow) -> Flow:
     expr = a.expr if a.expr == b.expr else None
     aligned = tuple(a.along(i) | b.along(i) for i in range(len(axes)))
     return Flow(axes, a.families | b.families, tuple(pads.items()), const, expr, aligned, a.combined | b.combined)
+
+
+def _constant_fill(f: Flow) -> bool:
+    """A constant fragment with no input in it (zeros(...), full(..., c))."""
+    return f.const is not None and not f.families and all(o is None for o in f.axes)
 
 
 def _product(choices):
