@@ -524,7 +524,7 @@ class ReductionFlow:
                 aligned[dim] = flow.along(tile_axis)
         new = attrs.evolve(flow, axes=tuple(axes), aligned=tuple(aligned))
         old = self.shared.get(dst.base)
-        self.shared[dst.base] = new if old is None else _join(old, new)
+        self.shared[dst.base] = new if old is None else _join_shared(old, new)
 
     def store(self, s: ir.Store, env):
         flow = env.get(s.value)
@@ -603,7 +603,8 @@ def dominated(expr, values, reduce_op: str) -> bool:
         return False
 
 
-def _join(a: Flow, b: Flow) -> Flow:
+def _join_shared(a: Flow, b: Flow) -> Flow:
+    """What a shared allocation holds after writes a and b (in either order)."""
     for fill, data in ((a, b), (b, a)):
         if _constant_fill(fill) and not _constant_fill(data):
             # a constant written before (or besides) the data, e.g. a tile zeroed before TMA fills it:
@@ -615,6 +616,10 @@ def _join(a: Flow, b: Flow) -> Flow:
                 elif pads[origin] is not None and pads[origin] != fill.const:
                     pads[origin] = tuple(sorted(set(_values(pads[origin]) + (fill.const,))))
             return attrs.evolve(data, padding=tuple(pads.items()))
+    return _join(a, b)
+
+
+def _join(a: Flow, b: Flow) -> Flow:
     axes = tuple(x if x == y else None for x, y in zip(a.axes, b.axes, strict=False)) if a.axes != b.axes else a.axes
     pads = dict(a.padding)
     for o, v in b.padding:

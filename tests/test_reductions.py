@@ -218,6 +218,7 @@ def test_mma_padding_products_must_vanish(pa, want):
 BIAS = """
 kernel bias(x: f32[M, N], b: f32[N]) -> out: f32[M, N]:
     grid(cdiv(N, 128), M)
+    requires M <= 65535
     block(128)
     tag x[i, j] = (i, j)
     tag out[i, j] = (i, j) once
