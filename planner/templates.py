@@ -328,6 +328,7 @@ def _pool(f: Family, k: dict) -> str:
             f"kernel {f.kernel}<T={t}, K={w}>({x}: f32[B, C, L]) -> out: f32[B, C, LO]:",
             "    requires K * LO <= L and L < K * LO + K        # LO = floor(L / K), as PyTorch (a tail is dropped)",
             "    grid(cdiv(LO, T), C, B)",
+            "    requires C <= 65535 and B <= 65535   # CUDA launches at most 65535 blocks along y and z",
             "    block(T)",
             f"    tag {x}[b, c, l] = (l // K, l % K, b, c)",
             "    tag out[b, c, j] = (j, b, c) once",
@@ -342,6 +343,7 @@ def _pool(f: Family, k: dict) -> str:
         f"kernel {f.kernel}<T={t}, K={w}>({x}: f32[B, C, H, W]) -> out: f32[B, C, HO, WO]:",
         "    requires K * HO <= H and H < K * HO + K and K * WO <= W and W < K * WO + K   # floor, as PyTorch",
         "    grid(cdiv(WO, T), HO, C)",
+        "    requires HO <= 65535 and C <= 65535   # CUDA launches at most 65535 blocks along y and z",
         "    block(T)",
         f"    tag {x}[b, c, h, w] = (h % K, w // K, w % K, h // K, b, c)",
         "    tag out[b, c, i, j] = (j, i, b, c) once",
@@ -383,14 +385,14 @@ def _elementwise(f: Family, k: dict) -> str:
     lines = [
         f"# {' -> '.join(f.ops)}, elementwise: each thread holds {vec} consecutive elements of one row",
         f"kernel {f.kernel}<BLOCK={block}>({params}) -> out: f32[M, N]:",
-        "    grid(cdiv(N, BLOCK), M)",
+        "    grid(M, cdiv(N, BLOCK))  # rows along x: CUDA takes 2**31 - 1 blocks there, 65535 along y",
         "    block(256)",
         *[f"    tag {a}[i, j] = (i, j)" for a in f.args],
         "    tag out[i, j] = (i, j) once",
         f"    contract out[i, j] = {_chain_contract(f.ops, f.scale, f'{x}[i, j]', {'add': f'{f.args[-1]}[i, j]'})}",
         "    RUNS = (256, BLOCK // 256):(BLOCK // 256, 1)",
-        "    r = block_id.y",
-        "    c0 = block_id.x * BLOCK",
+        "    r = block_id.x",
+        "    c0 = block_id.y * BLOCK",
         f"    xs = load({x}[r : r + 1, c0 : c0 + BLOCK], tv=RUNS, mask=True)",
     ]
     extra = {}
@@ -470,6 +472,7 @@ def _gemm(f: Family, k: dict) -> str:
         f" {bk} staged through shared memory",
         f"kernel {f.kernel}<BM={bm}, BN={bn}, BK={bk}, TM={tm}, TN={tn}>({', '.join(params)}) -> C: f32[{cshape}]:",
         f"    grid(cdiv(N, BN), cdiv(M, BM){', Bt' if batched else ''})",
+        f"    requires M <= 65535 * BM{' and Bt <= 65535' if batched else ''}   # CUDA: 65535 blocks along y and z",
         "    block((BM // TM) * (BN // TN))",
     ]
     lines.append("    policy(min_blocks_per_sm=2)        # two resident blocks per SM (as gemm_simt)")
@@ -577,6 +580,7 @@ def _transpose(f: Family, k: dict) -> str:
         "# out = x^T through a T x T shared tile; the swizzle makes the column walk conflict-free",
         f"kernel {f.kernel}<T=32>({x}: f32[M, N]) -> out: f32[N, M]:",
         "    grid(cdiv(N, T), cdiv(M, T))",
+        "    requires M <= 65535 * T   # CUDA launches at most 65535 blocks along y",
         "    block(256)",
         f"    tag {x}[i, j] = (i, j)",
         "    tag out[j, i] = (i, j) once",
@@ -608,6 +612,7 @@ def _gemm_pipelined(f: Family, k: dict) -> str:
         f"kernel {f.kernel}<BM={bm}, BN={bn}, BK={bk}, TM={tm}, TN={tn}, STAGES={stages}>({', '.join(params)})"
         " -> C: f32[M, N]:",
         "    grid(cdiv(N, BN), cdiv(M, BM))",
+        "    requires M <= 65535 * BM   # CUDA launches at most 65535 blocks along y",
         "    block((BM // TM) * (BN // TN))",
         "    policy(min_blocks_per_sm=2)",
         f"    tag {a}[i, k] = (i, k)",
