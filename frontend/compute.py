@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def elementwise(b: KernelBuilder, n, op: str, vals: list, nodes=None) -> FragVal:
     """`op` per (thread, value) over fragments of one dtype and shape; scalars broadcast. The result
-    takes the coordinates of the highest-rank fragment operand."""
+    takes the coordinates of the highest-rank fragment operand (of equal rank, the largest tile)."""
     frags = [v for v in vals if isinstance(v, FragVal)]
     ref = frags[0].type
     for f in frags[1:]:
@@ -29,7 +29,8 @@ def elementwise(b: KernelBuilder, n, op: str, vals: list, nodes=None) -> FragVal
         if (f.type.threads, f.type.values) != (ref.threads, ref.values):
             raise b.err(n, f"fragments have different shapes: {ref.values} and {f.type.values} values per thread")
     operands = [_operand(b, v, nodes[i] if nodes else n, ref.dtype) for i, v in enumerate(vals)]
-    result_type = max((f.type for f in frags), key=lambda t: len(t.tile))
+    # (of equal rank, the larger tile: `m - xs` with m a row's max [16, 1] broadcast over xs [16, 256])
+    result_type = max((f.type for f in frags), key=lambda t: (len(t.tile), math.prod(t.tile)))
     return b.emit(n, ir.Elementwise(op, tuple(operands)), result_type)
 
 

@@ -135,3 +135,24 @@ def test_a_table_entry_is_a_builtin_without_touching_the_front_end():
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["cube(x): x ** 3", "Elementwise(op='cube', args=('a',))"]
+
+
+def test_a_broadcast_operand_first_gives_the_larger_tile():
+    """`m - xs` with m a row's max ([16, 1]) took m's coordinates (the first of equal rank) and its
+    store was rejected, while `xs - m` compiled (an outside probe)."""
+    text = """
+kernel k(x: f32[M, N]) -> out: f32[M, N]:
+    requires N <= 256
+    grid(cdiv(M, 16))
+    block(256)
+    r0 = block_id.x * 16
+    xs = load(x[r0 : r0 + 16, 0 : 256], tv=((16, 16), (4, 4)):((4, 256), (1, 64)), mask=True, other=-inf)
+    m = reduce_max(xs, axis=1, scope=warp, lanes=0b01111)
+    store(out[r0 : r0 + 16, 0 : 256], {expr}, mask=True)
+"""
+    tiles = []
+    for expr in ("m - xs", "xs - m"):
+        k = compile_source(text.format(expr=expr), "k.arg")
+        (op,) = [s for s in ir.walk_stmts(k.body) if isinstance(s, ir.Assign) and isinstance(s.op, ir.Elementwise)]
+        tiles.append(op.type.tile)
+    assert tiles == [(16, 256), (16, 256)]
