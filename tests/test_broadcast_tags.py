@@ -57,7 +57,7 @@ def test_a_bias_read_one_element_off_is_violated_and_the_right_one_proved():
     assert [(r.obligation, r.status) for r in rep.results if r.status != "proved"] == \
         [("tag-assertion", "violated")], rep.render_text()
     bad = by["tag-assertion"][0]
-    assert bad.location.line == 12
+    assert bad.location.line == 13
     assert "b[1] (tag (*, 1))" in rep.render_text()
     assert replay.reproduce(kernel, bad)["status"] == "reproduced"
 
