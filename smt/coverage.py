@@ -442,7 +442,10 @@ class Coverage:
 
     def loop(self, s: ir.For, env, active):
         before = dict(env)
-        carried = [n for n in _assigned(s.body) if n in before]
+        # a name the body overwrites before reading it is not carried: after the loop it holds the
+        # last iteration's value (`acc = mma(a, b, zeros(...))` in the k loop), as if first assigned there
+        fresh = {n for n in _assigned(s.body) if n in before and _overwritten_first(s.body, n)}
+        carried = [n for n in _assigned(s.body) if n in before and n not in fresh]
         for name in carried:
             if any(self.holds_loop_data(key, e, s) for key, e in before[name].entries.items()):
                 raise Unsupported(f"'{name}' enters the loop at line {s.span.line} already holding part of a "
@@ -460,7 +463,7 @@ class Coverage:
                 w = self.windows.get(key)
                 if e.op == "sum" and e.counts.any() and w is not None and w.loop is not s:
                     self.repeated.setdefault(key, (s, name))
-        self.note_last_iteration(s, before, body_env)
+        self.note_last_iteration(s, {n: v for n, v in before.items() if n not in fresh}, body_env)
         env.update(body_env)
 
     def holds_loop_data(self, key: Key, e: Entry, s: ir.For) -> bool:
@@ -1189,6 +1192,18 @@ def accumulation_chain(body: list, name: str) -> tuple[str, list] | None:
     if not carries.get(name) or name in read or red is None:
         return None
     return red, addends
+
+
+def _overwritten_first(body, name: str) -> bool:
+    """Whether every iteration of `body` assigns `name`, at its top level, before anything reads it."""
+    for st in body:
+        if any(name in _reads(x) for x in _walk_stmts([st])):
+            return False
+        if isinstance(st, ir.Assign) and st.name == name:
+            return True
+        if any(isinstance(x, ir.Assign) and x.name == name for x in _walk_stmts([st])):
+            return False  # assigned under a condition or in an inner loop first
+    return False
 
 
 def _assigned(body) -> list:
