@@ -25,12 +25,18 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
+
 from argus_verify import ir
 from argus_verify.diagnostics import ArgusError
 
 __all__ = ["CallError", "Kernel", "VerificationError", "cache_dir", "load"]
 
 ARCH = "sm_90a"
+
+
+class ConstantError(ArgusError, TypeError):
+    """A compile-time constant given to `load` that is not an int (a float is not truncated)."""
 
 
 class CallError(ArgusError, ValueError):
@@ -102,6 +108,13 @@ def load(path: str | os.PathLike, kernel: str | None = None, **consts: int) -> K
     compile-time constants `consts`; errors are `ArgusError`s carrying the source position."""
     from argus_verify.frontend import compile_source, read_source
 
+    if kernel is not None and not isinstance(kernel, str):
+        raise ConstantError(f"kernel= names a kernel of the file (a str), not {type(kernel).__name__} {kernel!r}")
+    for name, value in consts.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ConstantError(f"compile-time parameter {name} must be an int, not {type(value).__name__} "
+                                f"{value!r}")
+    consts = {name: int(value) for name, value in consts.items()}
     text = read_source(path)
     k = compile_source(text, str(path), consts, kernel)
     return Kernel(k, text, str(path))

@@ -187,7 +187,12 @@ def run_numpy(k, tensors, scalars, sizes, outs, backend: str, schedule: str) -> 
             raise CallError(f"{k.name}: {e}") from None
     else:
         from argus_verify.runtime.interp import run
+        from argus_verify.runtime.schedules import Schedule
 
+        if not isinstance(schedule, (str, Schedule)):
+            raise CallError("schedule must be a string such as 'lockstep' or 'random:1', not "
+                            f"{type(schedule).__name__}")
+        Schedule.parse(schedule).check_block(k.ir.block, schedule)
         with np.errstate(all="ignore"):
             results = run(k.ir, tensors, sizes, scalars, schedule=schedule)
     final = {}

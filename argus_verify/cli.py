@@ -91,9 +91,35 @@ def parse_assignments(text: str | None, what: str) -> dict[str, int]:
     return out
 
 
+class _StoreOnce(argparse._StoreAction):
+    """A single-value option given twice is an error (argparse would keep the last one silently)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = namespace.__dict__.setdefault("_given_options", {})
+        if self.dest in seen and seen[self.dest] != values:
+            parser.error(f"{option_string} given twice ({seen[self.dest]!r} and {values!r}): give it once")
+        seen[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _Merge(argparse._StoreAction):
+    """`--const A=1 --const B=2` is `--const A=1,B=2`; a name given twice is an error (parse_assignments)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, values if not before else f"{before},{values}")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so that `main` renders its errors like any other
-    usage error (JSON with --json). Subparsers are made of the same class."""
+    usage error (JSON with --json). Subparsers are made of the same class. A single-value option
+    given twice is an error."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+        self.register("action", "merge", _Merge)
 
     def error(self, message):
         raise ArgparseError(message, self.format_usage())
@@ -112,12 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "Z3-proved invariants -> PTX for sm_90a).", epilog=EXAMPLES)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    def common(sp, shapes=True):
+    def common(sp, shapes=True, shape_help=None):
         sp.add_argument("file", help="the .arg kernel file")
-        sp.add_argument("--kernel", help="which kernel of the file (default: the first)")
-        sp.add_argument("--const", metavar="K=V,...", help="compile-time parameters, e.g. BM=128,BN=128")
+        sp.add_argument("--kernel", help="which kernel of the file (default: the first; verify and check: every "
+                                         "kernel)")
+        sp.add_argument("--const", action="merge", metavar="K=V,...",
+                        help="compile-time parameters, e.g. BM=128,BN=128 (repeatable; each name once)")
         if shapes:
-            sp.add_argument("--shape", metavar="M=..,N=..", help="sizes (default: the reference's SHAPES)")
+            sp.add_argument("--shape", action="merge", metavar="M=..,N=..", help=shape_help or
+                            "sizes (default: the reference's SHAPES; repeatable, each name once)")
         sp.add_argument("--json", action="store_true", help="machine-readable output")
 
     def verify_options(sp):
@@ -126,10 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="go on although some obligations are unknown or vacuous (says which, and why)")
         sp.add_argument("--timeout", default=10.0, help="verifier time limit per query (s)")
 
-    def cmd(name, help_, example, shapes=True):
+    def cmd(name, help_, example, shapes=True, shape_help=None):
         sp = sub.add_parser(name, help=help_, description=help_, epilog=f"example:\n  {example}",
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-        common(sp, shapes)
+        common(sp, shapes, shape_help)
         return sp
 
     cmd("check", "parse and check a kernel (names, dtypes, shapes, layouts, atoms)",
@@ -144,8 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="auto: the GPU when there is one, else the numpy interpreter")
     sp.add_argument("--seed", default=None, help="random seed, 0 .. 2**32-1 (default: fresh inputs)")
     verify_options(sp)
-    sp = cmd("verify", "prove the kernel's invariants or print counterexamples",
-             "argus verify specs/gemm_simt.arg --json")
+    sp = cmd("verify", "prove the kernel's invariants (every kernel of the file, or --kernel's) or print "
+             "counterexamples", "argus verify specs/gemm_simt.arg --json",
+             shape_help="fix sizes, e.g. M=128,N=96 (default: none: proofs hold for all sizes the requires "
+                        "admit; repeatable, each name once)")
     sp.add_argument("--timeout", default=10.0, help="solver time limit per query, seconds")
     sp.add_argument("--jobs", default=None,
                     help="solver processes (default: up to 2, one per core); 1 runs in this process")
@@ -185,7 +216,49 @@ def load_kernel(args):
     from argus_verify.frontend import compile_file
 
     consts = parse_assignments(getattr(args, "const", None), "compile-time parameter")
-    return compile_file(args.file, consts, getattr(args, "kernel", None))
+    k = compile_file(args.file, consts, getattr(args, "kernel", None))
+    if getattr(args, "kernel", None) is None:
+        others = [n for n in file_kernels(args.file) if n != k.name]
+        if others:  # say which kernel this is, and that there are more (nothing silently skipped)
+            print(f"argus: note: {args.file} has {len(others) + 1} kernels; {args.command} uses the first, {k.name} "
+                  f"(the others: {', '.join(others)}; choose one with --kernel NAME)", file=sys.stderr)
+    return k
+
+
+def file_kernels(path: str) -> list[str]:
+    """The names of the kernels of a file (which parses: a kernel of it was built already)."""
+    from argus_verify.frontend import kernel_names, read_source
+
+    return kernel_names(read_source(path), str(path))
+
+
+def load_kernels(args) -> list:
+    """Every kernel of the file (`--kernel`: that one), each with the constants and sizes it
+    declares: (kernel, its --shape sizes). A --const or --shape name that no kernel has is an error."""
+    from argus_verify.frontend import compile_file, const_names, read_source
+
+    consts = parse_assignments(getattr(args, "const", None), "compile-time parameter")
+    if getattr(args, "kernel", None) is not None:
+        k = compile_file(args.file, consts, args.kernel)
+        return [(k, parse_shape(args, k))]
+    names = file_kernels(args.file)
+    if len(names) <= 1:
+        k = compile_file(args.file, consts, None)
+        return [(k, parse_shape(args, k))]
+    text = read_source(args.file)
+    declared = {n: const_names(text, args.file, n) for n in names}
+    unknown = [c for c in consts if not any(c in d for d in declared.values())]
+    if unknown:
+        raise UsageError(f"no kernel of {args.file} has a compile-time parameter '{unknown[0]}' (its kernels: " +
+                         "; ".join(f"{n}: {', '.join(d) or 'none'}" for n, d in declared.items()) + ")")
+    kernels = [compile_file(args.file, {c: v for c, v in consts.items() if c in declared[n]}, n) for n in names]
+    shape = parse_assignments(getattr(args, "shape", None), "shape")
+    unknown = [s for s in shape if not any(s in k.sizes for k in kernels)]
+    if unknown:
+        raise UsageError(f"no kernel of {args.file} has a size '{unknown[0]}' (its kernels' sizes: " +
+                         "; ".join(f"{k.name}: {', '.join(k.sizes) or 'none'}" for k in kernels) + ")")
+    check_positive(shape)
+    return [(k, {s: v for s, v in shape.items() if s in k.sizes}) for k in kernels]
 
 
 def emit(args, payload: dict, text: str) -> None:
@@ -196,12 +269,21 @@ def emit(args, payload: dict, text: str) -> None:
 
 
 def cmd_check(args) -> int:
-    k = load_kernel(args)
-    n_stmts = sum(1 for _ in __import__("argus_verify.ir", fromlist=["walk_stmts"]).walk_stmts(k.body))
-    emit(args, {"status": "ok", "file": args.file, "kernel": k.name, "consts": dict(k.consts),
-                "sizes": list(k.sizes), "block": k.block, "statements": n_stmts},
-         f"{args.file}: ok: kernel {k.name} ({n_stmts} statements, {k.block} threads, "
-         f"sizes {', '.join(k.sizes) or 'none'})")
+    """Every kernel of the file (or --kernel's); the JSON is the first kernel's, with "kernels" (each
+    kernel's) when the file has several."""
+    from argus_verify.ir import walk_stmts
+
+    checked = []
+    for k, _ in load_kernels(args):
+        n_stmts = sum(1 for _ in walk_stmts(k.body))
+        checked.append(({"kernel": k.name, "consts": dict(k.consts), "sizes": list(k.sizes), "block": k.block,
+                         "statements": n_stmts},
+                        f"{args.file}: ok: kernel {k.name} ({n_stmts} statements, {k.block} threads, "
+                        f"sizes {', '.join(k.sizes) or 'none'})"))
+    payload = {"status": "ok", "file": args.file, **checked[0][0]}
+    if len(checked) > 1:
+        payload["kernels"] = [c for c, _ in checked]
+    emit(args, payload, "\n".join(t for _, t in checked))
     return 0
 
 
@@ -450,7 +532,7 @@ def prepare_to_run(args):
 
 def cmd_run(args) -> int:
     from argus_verify.reference import compute_reference, make_inputs, output_error
-    from argus_verify.runtime.measure import tolerance
+    from argus_verify.runtime.measure import output_tolerance
 
     k, ref, sizes, refused = prepare_to_run(args)
     if refused:
@@ -499,7 +581,7 @@ def cmd_run(args) -> int:
             if out.name not in expected:
                 raise ArgusError(f"the reference returns no '{out.name}'")
             err = output_error(outputs[out.name], expected[out.name])
-            tol = getattr(ref, "TOLERANCE", None) or tolerance(out.dtype)
+            tol = output_tolerance(ref, out.dtype)  # 0: an integer output compares exactly
             max_abs = float(np.nanmax(np.abs(outputs[out.name].astype(np.float64) - expected[out.name]))) \
                 if outputs[out.name].size else 0.0
             unwritten = int(np.isnan(outputs[out.name]).sum() - np.isnan(expected[out.name]).sum())
@@ -507,7 +589,8 @@ def cmd_run(args) -> int:
             ok_all &= ok
             result["outputs"][out.name] = {"rel_error": err, "max_abs_error": max_abs, "tolerance": tol,
                                            "pass": ok, "nan_elements": max(unwritten, 0)}
-            lines.append(f"  {out.name}: rel error {err:.3e} (tolerance {tol:.0e}), max abs error "
+            within = f"tolerance {tol:.0e}" if tol else "exact"
+            lines.append(f"  {out.name}: rel error {err:.3e} ({within}), max abs error "
                          f"{max_abs:.3e}{f', {unwritten} elements NaN/unwritten' if unwritten > 0 else ''}"
                          f": {'PASS' if ok else 'FAIL'}")
         result["status"] = "pass" if ok_all else "fail"
@@ -518,46 +601,66 @@ def cmd_run(args) -> int:
 
 
 def cmd_verify(args) -> int:
+    """Every kernel of the file (as `audit`), or the one --kernel names. With several kernels the
+    text gives each its heading and the JSON (the same flat list of results) carries each result's
+    "kernel"; the exit code is the worst: 1 if any kernel has a violation, else 3 for an unknown."""
     from argus_verify import smt
-    k = load_kernel(args)
-    given = parse_shape(args, k)
-    check_requires(args, k, given, "--shape")
-    jobs = args.jobs if args.jobs is not None else default_jobs()
-    status = StatusLine(sys.stderr, args.progress, f"argus verify {args.file}")
-    try:
-        report = smt.verify(k, timeout_s=args.timeout, shapes=given or None, jobs=jobs, progress=status)
-    finally:
-        status.close()
-    broken = unreproduced(k, report, args.file)
-    if broken:
-        return internal_witness_error(args, report, broken)
-    replays = []
-    if args.replay:
-        from argus_verify.replay import replay_all
 
-        if not args.json:  # the verifier's report first, whatever the replays do
-            print(report.render_text(), flush=True)
-        replays = replay_all(k, report, args.file)
+    kernels = load_kernels(args)
+    several = len(kernels) > 1
+    for k, given in kernels:
+        check_requires(args, k, given, "--shape")
+    jobs = args.jobs if args.jobs is not None else default_jobs()
+    payload, code = [], 0
+    for i, (k, given) in enumerate(kernels):
+        label = f"argus verify {args.file}" + (f" ({k.name}, kernel {i + 1} of {len(kernels)})" if several else "")
+        status = StatusLine(sys.stderr, args.progress, label)
+        try:
+            report = smt.verify(k, timeout_s=args.timeout, shapes=given or None, jobs=jobs, progress=status)
+        finally:
+            status.close()
+        broken = unreproduced(k, report, args.file)
+        if broken:
+            return internal_witness_error(args, report, broken)
+        if several and not args.json:
+            print(f"{'' if i == 0 else chr(10)}== kernel {k.name} ({i + 1} of {len(kernels)}) ==", flush=True)
+        replays = []
+        if args.replay:
+            from argus_verify.replay import replay_all
+
+            if not args.json:  # the verifier's report first, whatever the replays do
+                print(report.render_text(), flush=True)
+            replays = replay_all(k, report, args.file)
+        if args.json:
+            # one shape with and without --replay: the list of results, each violated one carrying its replay
+            entries = report.to_json()
+            pending = iter(replays)
+            for entry in entries:
+                if args.replay and entry.get("status") == "violated":
+                    entry["replay"] = next(pending, None)
+            payload += [{"kernel": k.name, **e} for e in entries] if several else entries
+        else:
+            if not args.replay:
+                print(report.render_text(), flush=True)
+            for r in replays:
+                print(r.get("text", ""), flush=True)
+        c = report.exit_code
+        code = 1 if 1 in (code, c) else max(code, c)
     if args.json:
-        # one shape with and without --replay: the list of results, each violated one carrying its replay
-        payload = report.to_json()
-        pending = iter(replays)
-        for entry in payload:
-            if args.replay and entry.get("status") == "violated":
-                entry["replay"] = next(pending, None)
         print(json.dumps(payload, indent=2, default=str))
-    else:
-        if not args.replay:
-            print(report.render_text())
-        for r in replays:
-            print(r.get("text", ""))
-    return report.exit_code
+    elif several:
+        print(f"\n{args.file}: verified {len(kernels)} kernels ({', '.join(k.name for k, _ in kernels)}): "
+              f"{'all proved' if code == 0 else 'a violation' if code == 1 else 'something unknown'}")
+    return code
 
 
 def cmd_compile(args) -> int:
     from argus_verify.lowering.ptx import lower
 
     check_output_path(args.output)
+    if args.output and same_file(args.output, args.file):
+        raise UsageError(f"-o {args.output} is the kernel source itself: writing the PTX there would destroy it; "
+                         "give another file name (e.g. one ending in .ptx)")
     if args.validate and args.no_verify:
         raise UsageError("--validate compares the PTX with the source proof, which --no-verify skips: drop one")
     k = load_kernel(args)
@@ -620,12 +723,20 @@ def cmd_compile(args) -> int:
     return 0
 
 
-def check_output_path(path: str | None) -> None:
+def same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist (yet)
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def check_output_path(path: str | None, option: str = "-o/--output") -> None:
     """Fail before the work, not after it: -o must name a file in an existing, writable folder."""
     if path is None:
         return
     if not path.strip():
-        raise UsageError("-o/--output is empty: give a file name (or leave -o out to print the PTX)")
+        raise UsageError(f"{option} is empty: give a file name" +
+                         (" (or leave -o out to print the PTX)" if option.startswith("-o") else ""))
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"cannot write {path}: it is a directory")
@@ -692,6 +803,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         validate_options(args)
+        if isinstance(getattr(args, "file", None), str) and not args.file.strip():
+            raise UsageError(f"the file name is empty: give the {'.cu or .ptx' if args.command == 'audit' else '.arg'} "
+                             "file to read")
         with np.errstate(all="ignore"), warnings.catch_warnings():
             # the CLI reports NaN, overflow and wrong values itself; numpy's warnings are noise in its output
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -699,6 +813,8 @@ def main(argv: list[str] | None = None) -> int:
     except ArgusError as e:
         return main_error(args, e)
     except KeyboardInterrupt:
+        if getattr(args, "json", False):  # --json output stays JSON, whatever happened
+            print(json.dumps({"status": "error", "kind": "interrupted", "message": "interrupted"}, indent=2))
         print("argus: interrupted", file=sys.stderr)
         return 130
     except MemoryError:

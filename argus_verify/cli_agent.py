@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from argus_verify.diagnostics import ArgusError
+from argus_verify.diagnostics import SOURCES, ArgusError, Span
 
 EXAMPLES = """\
 examples:
@@ -87,9 +87,34 @@ class AgentUsageError(ArgusError):
     pass
 
 
+def read_task(path: Path):
+    """The planner's view of a task file (planner/tasks.py); a file that is not Python source is bad
+    input at its line and column, not a crash."""
+    from argus_verify.planner.tasks import read_task as read
+
+    try:
+        return read(path)
+    except SyntaxError as e:  # the task file's own syntax error, with its caret
+        span = None
+        if e.lineno:
+            try:
+                SOURCES.add(str(path), Path(path).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError):
+                pass
+            span = Span(str(path), e.lineno, max(1, e.offset or 1))
+        where = "" if span else f"{path}: "
+        raise AgentUsageError(f"{where}the task file is not valid Python: {e.msg}", span) from None
+    except UnicodeDecodeError as e:
+        raise AgentUsageError(f"{path}: the task file is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except ValueError as e:  # source code with null bytes, say
+        raise AgentUsageError(f"{path}: the task file cannot be parsed as Python: {e}") from None
+    except OSError as e:
+        raise AgentUsageError(f"{path}: cannot read the task file: {e.strerror}") from None
+
+
 def _ops(task_path: Path):
     """The operator chain: the torch.fx graph when torch is installed, else the task's OPS."""
-    from argus_verify.planner.tasks import read_task, traced_ops
+    from argus_verify.planner.tasks import traced_ops
 
     t = read_task(task_path)
     try:
@@ -132,7 +157,6 @@ def _policy(config: dict, task, ops):
 
 def _run_task(rd, config: dict, executor, log, deadline: float | None = None) -> dict:
     from argus_verify.planner.loop import Budget, Loop, summarise
-    from argus_verify.planner.tasks import read_task
     from argus_verify.planner.templates import NotExpressible
 
     task = read_task(rd.path / "task.py")

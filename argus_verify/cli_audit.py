@@ -156,6 +156,20 @@ def _matches(c_name: str, ptx_name: str) -> bool:
         ptx_name.startswith(f"_Z{len(c_name)}{c_name}")
 
 
+def read_source(path: Path) -> str:
+    """A .cu or .ptx file's text; a file that is not UTF-8 text (a binary) is bad input."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise AuditUsageError(f"{path}: cannot read it: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise AuditUsageError(f"{path}:{line}: not a text file: byte 0x{data[e.start]:02x} at offset {e.start} is not "
+                              "UTF-8 (argus audit reads .cu or .ptx source text)") from None
+
+
 def cmd_audit(args) -> int:
     from argus_verify.frontend.ptx import lift_module, parse_ptx
     from argus_verify.smt.audit import Launch, Spec, audit_kernel
@@ -170,19 +184,30 @@ def cmd_audit(args) -> int:
         assert 0 < timeout < 4e6
     except (ValueError, AssertionError):
         raise AuditUsageError(f"--timeout must be a positive number of seconds, got '{args.timeout}'") from None
+    if path.is_dir():
+        raise AuditUsageError(f"{args.file}: is a directory, not a .cu or .ptx file")
+    if args.sarif is not None:  # fail before the work, not after it (as compile -o)
+        from argus_verify.cli import check_output_path, same_file
+
+        check_output_path(args.sarif, "--sarif")
+        sources = [args.file] + ([str(path.with_suffix(".cu"))] if path.suffix == ".ptx" else [])
+        if any(same_file(args.sarif, f) for f in sources):
+            raise AuditUsageError(f"--sarif {args.sarif} is the audited source itself: give another file name "
+                                  "(e.g. one ending in .sarif)")
     source = None
     if path.suffix == ".cu":
         source = path
+        read_source(path)  # text, before nvcc sees it
         ptx_text = compile_cu(path)
         ptx_name = str(path.with_suffix(".ptx"))
     else:
-        ptx_text = path.read_text()
+        ptx_text = read_source(path)
         ptx_name = str(path)
         sib = path.with_suffix(".cu")
-        if sib.exists():
+        if sib.is_file():
             source = sib
     SOURCES.add(ptx_name, ptx_text)
-    src_text = source.read_text() if source is not None else ""
+    src_text = read_source(source) if source is not None else ""
     if source is not None:
         SOURCES.add(str(source), src_text)
     dirs, launch_dirs = directives(src_text, str(source)) if source is not None else ([], {})
@@ -230,7 +255,10 @@ def cmd_audit(args) -> int:
     if args.sarif:
         from argus_verify.sarif import sarif_log
 
-        Path(args.sarif).write_text(json.dumps(sarif_log(reports), indent=2))
+        try:
+            Path(args.sarif).write_text(json.dumps(sarif_log(reports), indent=2))
+        except OSError as e:
+            raise AuditUsageError(f"cannot write --sarif {args.sarif}: {e.strerror}") from None
     if args.json:
         out = []
         for r in reports:

@@ -56,7 +56,8 @@ def cmd_test(args) -> int:
     if args.schedule:
         from argus_verify.runtime.schedules import Schedule
 
-        Schedule.parse(args.schedule)  # an unknown schedule is a usage error here, not mid-search
+        # an unknown schedule, or one that does not fit the kernel's block, is a usage error here, not mid-search
+        Schedule.parse(args.schedule).check_block(k.ir.block, args.schedule)
     ref = load_reference(args.file)
     gpu = False
     if args.backend == "auto":

@@ -7,6 +7,8 @@ user writes should reach them as a Python traceback.
 
 from __future__ import annotations
 
+import unicodedata
+
 import attrs
 
 
@@ -73,19 +75,33 @@ class SourceMap:
 SOURCES = SourceMap()
 
 
+TAB = 8  # columns per tab stop in the echoed source line
+
+
+def _display_width(text: str) -> int:
+    """Columns `text` (tabs expanded already) takes in a terminal: wide East Asian characters take
+    two, combining marks none."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
 def render_source(span: Span, sources: SourceMap = SOURCES) -> str:
-    """The source line of `span` with a gutter and a caret (or a run of carets) under it."""
+    """The source line of `span` with a gutter and a caret (or a run of carets) under it. Tabs are
+    expanded in the line and the caret alike, and wide characters count two columns, so the caret
+    stays under the span."""
     text = sources.line(span.file, span.line)
     if text is None:
         return ""
     gutter = f"{span.line:5d} | "
-    width = 1
+    end = span.col
     if span.end_line == span.line and span.end_col > span.col:
-        width = span.end_col - span.col
+        end = span.end_col
     elif span.end_line > span.line:
-        width = max(1, len(text.rstrip()) - span.col + 1)
+        end = max(span.col + 1, len(text.rstrip()) + 1)
+    before = _display_width(text[: span.col - 1].expandtabs(TAB))
+    width = max(1, _display_width(text[: end - 1].expandtabs(TAB)) - before) if end > span.col else 1
     pad = " " * (len(gutter) - 2) + "| "
-    return f"{gutter}{text}\n{pad}{' ' * (span.col - 1)}{'^' * width}"
+    return f"{gutter}{text.expandtabs(TAB)}\n{pad}{' ' * before}{'^' * width}"
 
 
 def format_error(err: ArgusError, sources: SourceMap = SOURCES) -> str:

@@ -1,12 +1,20 @@
 """Kernel references: `NAME.ref.py` beside `NAME.arg` gives `SHAPES` and `reference(**inputs)`.
 
 A reference file may also define `make_inputs(sizes, rng) -> dict` for inputs that are not plain
-standard-normal floats, and `TOLERANCE` to tighten the dtype's default.
+standard-normal floats, `TOLERANCE` to tighten the dtype's default (float outputs: integer outputs
+always compare exactly), and `CONSTS = {"NAME": [values]}` for `argus test` to draw constants from.
+
+The file runs inside Argus: whatever it prints goes to stderr (stdout stays the report, valid JSON
+with --json), and whatever it raises, `sys.exit` and `os._exit` included, is reported as an error in
+the reference (exit 2), never as a crash or a silent exit. (An exit from C code, `posix._exit`, or
+a signal cannot be caught in-process.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -14,7 +22,7 @@ from types import ModuleType
 import numpy as np
 
 from argus_verify import ir, semantics
-from argus_verify.diagnostics import ArgusError
+from argus_verify.diagnostics import SOURCES, ArgusError, Span
 from argus_verify.semantics import round_to
 
 
@@ -32,18 +40,52 @@ def load_reference(kernel_path: str | Path) -> ModuleType | None:
     # a reference may import helper modules that sit beside it (specs/gemm_reference.py)
     sys.path.insert(0, str(path.parent))
     try:
-        spec.loader.exec_module(mod)
+        with _guarded():
+            spec.loader.exec_module(mod)
     except SystemExit as e:  # a reference that exits would end Argus silently
         raise ArgusError(f"cannot load reference {path}: it called sys.exit({e.code!r}) while loading") from None
-    except Exception as e:  # a broken reference file is bad input, not a crash
-        raise ArgusError(f"cannot load reference {path}: {type(e).__name__}: {e}") from None
+    except _OsExit as e:
+        raise ArgusError(f"cannot load reference {path}: it called os._exit({e.code!r}) while loading") from None
+    except KeyboardInterrupt:
+        raise
+    except SyntaxError as e:  # a broken reference file is bad input, not a crash
+        where = f"{path}:{e.lineno}:{e.offset}" if e.lineno else str(path)
+        raise ArgusError(f"cannot load reference {where}: SyntaxError: {e.msg}") from None
+    except BaseException as e:
+        raise ArgusError(f"cannot load reference {path}: {_describe(e)}") from None
     finally:
         sys.path.remove(str(path.parent))
     if not callable(getattr(mod, "reference", None)):
         raise ArgusError(f"reference file {path} defines no reference(...) function")
     _check_shapes(mod, path)
     _check_tolerance(mod, path)
+    _check_consts(mod, path)
     return mod
+
+
+class _OsExit(BaseException):
+    """`os._exit(code)` called by reference code (it would end Argus at once, with no report)."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+def _os_exit(code=0):
+    raise _OsExit(code)
+
+
+@contextlib.contextmanager
+def _guarded():
+    """While reference code runs: its prints go to stderr (stdout is the report), and `os._exit`
+    raises instead of ending the process."""
+    real_exit = os._exit
+    os._exit = _os_exit
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        os._exit = real_exit
 
 
 def _check_shapes(mod: ModuleType, path: Path) -> None:
@@ -52,12 +94,12 @@ def _check_shapes(mod: ModuleType, path: Path) -> None:
         return
     if not isinstance(shapes, dict):
         raise ArgusError(f"reference file {path}: SHAPES must be a dict of sizes by name, e.g. {{'N': 1000}}, "
-                         f"not {type(shapes).__name__}")
+                         f"not {type(shapes).__name__}", _setting_span(path, 'SHAPES'))
     for name, value in shapes.items():
         if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
                 or value <= 0:
             raise ArgusError(f"reference file {path}: SHAPES[{name!r}] = {value!r}; each size must be a "
-                             "positive integer")
+                             "positive integer", _setting_span(path, 'SHAPES'))
 
 
 def _check_tolerance(mod: ModuleType, path: Path) -> None:
@@ -67,18 +109,71 @@ def _check_tolerance(mod: ModuleType, path: Path) -> None:
     if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating, np.integer)) \
             or not np.isfinite(tol) or tol <= 0:
         raise ArgusError(f"reference file {path}: TOLERANCE = {tol!r}; it must be a positive number "
-                         "(a relative error, e.g. 1e-5)")
+                         "(a relative error, e.g. 1e-5)", _setting_span(path, 'TOLERANCE'))
+
+
+def _check_consts(mod: ModuleType, path: Path) -> None:
+    """`CONSTS = {"NAME": [values, ...]}`: each a non-empty list of positive integers (whether the
+    kernel has those parameters is checked when they are used)."""
+    consts = getattr(mod, "CONSTS", None)
+    if consts is None:
+        return
+    example = "e.g. {'BLOCK': [256, 512]}"
+    if not isinstance(consts, dict):
+        raise ArgusError(f"reference file {path}: CONSTS must be a dict of value lists by parameter name, {example}, "
+                         f"not {type(consts).__name__}", _setting_span(path, 'CONSTS'))
+    for name, values in consts.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ArgusError(f"reference file {path}: CONSTS key {name!r} is not a parameter name",
+                             _setting_span(path, 'CONSTS'))
+        if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, range)) or not len(values):
+            raise ArgusError(f"reference file {path}: CONSTS[{name!r}] = {values!r}; it must be a non-empty list of "
+                             f"the values to try, {example}", _setting_span(path, 'CONSTS'))
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+                raise ArgusError(f"reference file {path}: CONSTS[{name!r}] contains {v!r}; each value must be a "
+                                 "positive integer", _setting_span(path, 'CONSTS'))
 
 
 def _call(ref: ModuleType, what: str, *args, **kwargs):
-    """Call a function of the reference file; whatever it raises (or a sys.exit) is the file's fault."""
+    """Call a function of the reference file; whatever it raises (a sys.exit, an os._exit, any
+    BaseException but an interrupt) is the file's fault. Its prints go to stderr."""
     who = "the reference" if what == "reference" else f"the reference's {what}(...)"
     try:
-        return getattr(ref, what)(*args, **kwargs)
+        with _guarded():
+            return getattr(ref, what)(*args, **kwargs)
     except SystemExit as e:
         raise ArgusError(f"{who} called sys.exit({e.code!r})") from None
-    except Exception as e:
-        raise ArgusError(f"{who} raised {type(e).__name__}: {e}") from None
+    except _OsExit as e:
+        raise ArgusError(f"{who} called os._exit({e.code!r})") from None
+    except KeyboardInterrupt:  # Ctrl-C while the reference runs is the user's: the CLI stops (exit 130)
+        raise
+    except BaseException as e:
+        raise ArgusError(f"{who} raised {_describe(e)}") from None
+
+
+def _describe(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+def _setting_span(path: Path, name: str) -> Span | None:
+    """Where the reference file assigns `name` (its last top-level assignment), for a caret."""
+    import ast
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+    except (OSError, ValueError, SyntaxError):
+        return None
+    span = None
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            span = Span(str(path), node.lineno, node.col_offset + 1, node.lineno, node.col_offset + 1 + len(name))
+    if span is not None:
+        SOURCES.add(str(path), text)
+    return span
 
 
 def default_sizes(kernel: ir.Kernel, ref: ModuleType | None) -> dict[str, int]:

@@ -28,9 +28,23 @@ def compile_source(text: str, filename: str = "<string>", consts: Mapping[str, i
     kernels = []
     for item in tree.children:
         if item.data == "tagfn_def":
+            name_tok = item.children[0]
+            if str(name_tok) in HANDLERS:
+                raise ArgusTypeError(f"tag function '{name_tok}' has the name of a builtin; rename it",
+                                     _token_span(filename, name_tok))
+            if str(name_tok) in tagfns:
+                first = tagfns[str(name_tok)].span
+                raise ArgusTypeError(f"tag function '{name_tok}' is defined twice (first at line {first.line})",
+                                     _token_span(filename, name_tok))
             fn = build_tagfn(item, filename)
             tagfns[fn.name] = fn
         elif item.data == "kernel":
+            name_tok = item.children[0]
+            first = next((k for k in kernels if str(k.children[0]) == str(name_tok)), None)
+            if first is not None:
+                raise ArgusTypeError(f"kernel '{name_tok}' is defined twice in this file (first at line "
+                                     f"{first.children[0].line}); give each kernel its own name",
+                                     _token_span(filename, name_tok))
             kernels.append(item)
     if not kernels:
         raise ArgusTypeError("no kernel in this file", Span(filename, 1, 1))
@@ -40,11 +54,31 @@ def compile_source(text: str, filename: str = "<string>", consts: Mapping[str, i
         named = [k for k in kernels if str(k.children[0]) == kernel]
         if not named:
             names = ", ".join(str(k.children[0]) for k in kernels)
-            raise ArgusError(f"no kernel named '{kernel}' (this file has: {names})", Span(filename, 1, 1))
+            raise ArgusError(f"{filename}: no kernel named '{kernel}' (this file has: {names})")
         chosen = named[0]
     built = KernelBuilder(chosen, filename, tagfns, consts or {}).build()
     _check_shared_total(built)
     return _register_policy(built)
+
+
+def _token_span(filename: str, tok) -> Span:
+    return Span(filename, tok.line, tok.column, tok.end_line or tok.line, tok.end_column or tok.column + len(tok))
+
+
+def kernel_names(text: str, filename: str = "<string>") -> list[str]:
+    """The names of the kernels of a source, in order (it must parse)."""
+    return [str(item.children[0]) for item in parse(text, filename).children if item.data == "kernel"]
+
+
+def const_names(text: str, filename: str, kernel: str) -> list[str]:
+    """The compile-time parameters `kernel` of the source declares (`<BLOCK=1024, ...>`)."""
+    for item in parse(text, filename).children:
+        if item.data == "kernel" and str(item.children[0]) == kernel:
+            cps = item.children[1]
+            if getattr(cps, "data", None) != "const_params":
+                return []
+            return [str(cp.children[0]) for cp in cps.children]
+    return []
 
 
 def _register_policy(k: ir.Kernel) -> ir.Kernel:

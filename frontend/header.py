@@ -96,10 +96,20 @@ def launch(b: KernelBuilder, stmts):
         decl = BUILTINS.get(str(call.children[0].children[0]))
         if decl is not None and decl.produces == LAUNCH:
             LAUNCH_HANDLERS[decl.name](call_site(b, decl, call, call.children[1]))
-    if b.block is None:
-        raise b.err(b.tree.children[0], f"kernel '{b.kname}' has no block(...) statement")
-    if b.grid is None:
-        raise b.err(b.tree.children[0], f"kernel '{b.kname}' has no grid(...) statement")
+    for name, given in (("block", b.block), ("grid", b.grid)):
+        if given is None:
+            nested = _nested_call(b.tree, name)  # grid(...) inside an if or a loop: say so, there
+            if nested is not None:
+                raise b.err(nested, f"{name}(...) belongs at the top level of the kernel, not inside a loop or if")
+            raise b.err(b.tree.children[0], f"kernel '{b.kname}' has no {name}(...) statement")
+
+
+def _nested_call(tree: Tree, name: str):
+    for t in tree.iter_subtrees_topdown():
+        if t.data == "call" and isinstance(t.children[0], Tree) and t.children[0].data == "name" \
+                and str(t.children[0].children[0]) == name:
+            return t
+    return None
 
 
 def block(site: CallSite):

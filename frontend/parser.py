@@ -185,14 +185,78 @@ def _unclosed_bracket(text: str) -> tuple[str, int, int, int] | None:
     return stack[-1] if stack else None
 
 
+# Python statements and operators the language does not have: a message at the keyword that says
+# what to write instead, rather than the parser's "unexpected ..." one token later.
+_UNSUPPORTED = {
+    "while": "use for ... in range(...)",
+    "class": "a .arg file holds kernels and tag functions only",
+    "def": "for an integer helper write `tagfn name(a, b) = expression`",
+    "lambda": "for an integer helper write `tagfn name(a, b) = expression`",
+    "import": "builtins such as load, store and exp need no import",
+    "from": "builtins such as load, store and exp need no import",
+    "try": "a kernel raises no exceptions; use assert for what must hold",
+    "except": "a kernel raises no exceptions; use assert for what must hold",
+    "finally": "a kernel raises no exceptions; use assert for what must hold",
+    "raise": "use assert for what must hold",
+    "with": "kernels have no context managers",
+    "global": "names are local to their kernel; compile-time constants go in `kernel name<C=...>`",
+    "nonlocal": "names are local to their kernel; compile-time constants go in `kernel name<C=...>`",
+    "return": "a kernel's results are what it stores to its outputs",
+    "yield": "a kernel's results are what it stores to its outputs",
+    "del": "names live to the end of their kernel",
+    "async": "kernels have no coroutines",
+    "await": "kernels have no coroutines",
+    "**": "write the product, or 1 << n for a power of two",
+}
+_STATEMENT_KEYWORD = re.compile(r"^[ \t]*(" + "|".join(k for k in _UNSUPPORTED if k.isalpha()) +
+                                r")(?=[ \t:(]|$)(?![ \t]*=[^=])")
+
+
+def _code(line: str) -> str:
+    """A line without its comment (a '#' outside a string literal)."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#":
+            return line[:i]
+    return line
+
+
+def _unsupported(text: str, filename: str, upto: int | None = None) -> ArgusSyntaxError | None:
+    """The first Python-only statement keyword that starts a line (through line `upto`), or, on
+    line `upto`, a `lambda` or `**`: an error at it, or None."""
+    for i, raw in enumerate(text.splitlines(), 1):
+        if upto is not None and i > upto:
+            break
+        line = _code(raw)
+        m = _STATEMENT_KEYWORD.match(line)
+        if m is None and i == upto:
+            m = re.search(r"\b(lambda)\b|(\*\*)", line)
+        if m is not None:
+            word = next(g for g in m.groups() if g)
+            col = m.start(m.lastindex) + 1
+            return ArgusSyntaxError(f"`{word}` is not supported in kernels ({_UNSUPPORTED[word]})",
+                                    Span(filename, i, col, i, col + len(word)))
+    return None
+
+
 def parse(text: str, filename: str = "<string>") -> Tree:
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte order mark (some editors write one)
     SOURCES.add(filename, text)
     if not text.endswith("\n"):
         text += "\n"
+    bare = _unsupported(text, filename) if re.search(r"^[ \t]*(return|yield)\b", text, re.M) else None
+    if bare is not None:  # a bare `return` parses (as a name); nothing else Python-only does
+        raise bare
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as e:
-        raise _syntax_error(e, text, filename) from None
+        line = getattr(e, "line", None)
+        raise (_unsupported(text, filename, line if isinstance(line, int) and line > 0 else None)
+               or _syntax_error(e, text, filename)) from None
     except _BadDedent as e:
         tok = e.token
         line = tok.end_line or tok.line

@@ -20,7 +20,7 @@ import numpy as np
 from argus_verify import ir
 from argus_verify.reference import compute_reference, make_inputs
 from argus_verify.runtime.cuda_backend import GpuProgram, bench_cuda, run_cuda
-from argus_verify.runtime.measure import rel_error, tolerance
+from argus_verify.runtime.measure import output_tolerance, rel_error
 
 
 def bench_report(kernel: ir.Kernel, program: GpuProgram, sizes: Mapping[str, int], ref: ModuleType | None,
@@ -40,7 +40,7 @@ def bench_report(kernel: ir.Kernel, program: GpuProgram, sizes: Mapping[str, int
         expected = compute_reference(ref, inputs)
         for t in kernel.outputs:
             err = rel_error(outputs[t.name], expected[t.name])
-            ok = err <= (getattr(ref, "TOLERANCE", None) or tolerance(t.dtype))
+            ok = err <= output_tolerance(ref, t.dtype)
             result["pass"] &= ok
             result.setdefault("rel_error", {})[t.name] = err
             lines.append(f"  check {t.name}: rel error {err:.2e} {'PASS' if ok else 'FAIL'}")

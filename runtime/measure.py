@@ -71,6 +71,14 @@ def tolerance(dtype: str | np.dtype | type) -> float:
         raise ValueError(f"no tolerance defined for dtype {dtype!r}") from None
 
 
+def output_tolerance(ref, dtype: str) -> float:
+    """The relative error an output of `dtype` may have: 0 for integer outputs (they compare
+    exactly), else the reference module's TOLERANCE or the dtype's default."""
+    if dtype in ("i64", "i32", "u32", "i8", "u8"):  # ir.INT_DTYPES
+        return 0.0
+    return float(getattr(ref, "TOLERANCE", None) or tolerance(dtype))
+
+
 def random_inputs(
     specs: Iterable[tuple[str, Sequence[int], np.dtype | type | str]],
     rng: np.random.Generator,

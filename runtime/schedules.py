@@ -17,14 +17,17 @@ Schedule strings: `NAME[:N][,width=W][,copies=late|early][,blocks=batch|serial|r
     lockstep             every thread together (the default)
     warps                unit 0 runs to its next barrier, then unit 1, ... (each phase)
     reverse              the last unit first
-    random:SEED          a random order of the units in each phase, each to its barrier
-    interleave:SEED      a random unit advances one statement at a time
+    random:SEED          a random order of the units in each phase, each to its barrier (SEED: 0 .. 2**32-1)
+    interleave:SEED      a random unit advances one statement at a time (SEED: 0 .. 2**32-1)
     round-robin          one statement per unit in turn (lockstep over real memory)
-    one-warp-ahead[:U]   unit U (default 0) runs to its barrier first, the others round-robin
+    one-warp-ahead[:U]   unit U (default 0; one of the block's units) runs to its barrier first, the
+                         others round-robin
     warpgroups[:1]       each warpgroup its own unit, meeting only at barriers and mbarriers (Hopper
                          kernels; runtime/interp_roles.py), with lockstep's memory model: the last
                          ready warpgroup runs first (the producer ahead), with :1 the first (warpgroup 0
-                         ahead, the others lagging). Kernels with warpgroup roles run so under lockstep
+                         ahead, the others lagging). Kernels with warpgroup roles run so under lockstep;
+                         a kernel without roles runs each 128 threads as one unit (one unit when the
+                         block has at most 128 threads: then it is lockstep)
 
 `width` is the number of threads per unit (a divisor of 32; default 32). `copies=early` lands each
 async copy at its issue instead of at the wait that retires it (`late`, the default): the two
@@ -59,8 +62,11 @@ class Schedule:
         if isinstance(text, Schedule):
             return text
         head, *options = [p.strip() for p in str(text).split(",")]
-        order, _, arg = head.partition(":")
-        fields: dict = {"order": order, "arg": _integer(arg, text) if arg else None}
+        order, colon, arg = head.partition(":")
+        if colon and not arg:
+            raise ArgusError(f"schedule {text!r}: nothing after ':' (give a number, e.g. {order}:1, or leave out the "
+                             "':')")
+        fields: dict = {"order": order, "arg": _integer(arg, text) if colon else None}
         for opt in options:
             key, _, value = opt.partition("=")
             if key == "width":
@@ -88,6 +94,19 @@ class Schedule:
             raise ArgusError(f"schedule {text!r}: warpgroups takes 0 (last ready first) or 1 (first ready first)")
         if self.arg is not None and self.order not in ("random", "interleave", "one-warp-ahead", "warpgroups"):
             raise ArgusError(f"schedule {text!r}: {self.order} takes no argument")
+        if self.order in ("random", "interleave") and self.arg is not None and not 0 <= self.arg < 2**32:
+            raise ArgusError(f"schedule {text!r}: the seed must be an integer from 0 to {2**32 - 1}")
+        if self.order == "one-warp-ahead" and self.arg is not None and self.arg < 0:
+            raise ArgusError(f"schedule {text!r}: the unit that runs ahead is a number from 0 (the first)")
+        return self
+
+    def check_block(self, threads: int, text=None) -> Schedule:
+        """Arguments that depend on the kernel: one-warp-ahead's unit must be one of the block's
+        units (`threads` / width of them)."""
+        units = -(-threads // self.width)
+        if self.order == "one-warp-ahead" and self.arg is not None and self.arg >= units:
+            raise ArgusError(f"schedule {str(text or self)!r}: unit {self.arg} runs ahead, but a block of {threads} "
+                             f"threads has {units} units of {self.width} threads (0 to {units - 1})")
         return self
 
     @property

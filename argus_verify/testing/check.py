@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from argus_verify import ir
 from argus_verify.diagnostics import ArgusError
 from argus_verify.reference import compute_reference, output_error
+from argus_verify.runtime.measure import output_tolerance
 from argus_verify.testing.ptxsim import PtxSimError
 from argus_verify.testing.strategies import VALUE_KINDS, consts_for, fits, input_arrays, shapes_for, tile_constants
 
@@ -99,8 +100,6 @@ def run_case(family: KernelFamily, case: Case, ref: ModuleType | None, gpu: bool
     """Run `case` on each executor and compare: each with the reference (within its tolerance),
     and the executors with each other. Returns the problems found (empty: the case passes)."""
     from argus_verify.runtime import interp
-    from argus_verify.runtime.measure import tolerance
-
     k = family.get(case.consts)
     kernel = k.ir
     inputs = input_arrays(k, case.sizes, case.values, case.seed, ref)
@@ -133,7 +132,7 @@ def run_case(family: KernelFamily, case: Case, ref: ModuleType | None, gpu: bool
                 raise ArgusError(str(e)) from None
 
         attempt("GPU", on_gpu)
-    tol_of = {t.name: float(getattr(ref, "TOLERANCE", None) or tolerance(t.dtype)) for t in kernel.outputs}
+    tol_of = {t.name: output_tolerance(ref, t.dtype) for t in kernel.outputs}
     if ref is not None:
         shapes = ir.tensor_shapes(kernel, case.sizes)
         expected = compute_reference(ref, inputs, {t.name: shapes[t.name] for t in kernel.outputs})
@@ -273,7 +272,19 @@ def search(family: KernelFamily, ref: ModuleType | None, *, max_examples: int = 
             check(case)
     except _CaseFailed:
         pass
+    except BaseExceptionGroup as group:  # hypothesis found several distinct errors: bad input is reported as such
+        argus, rest = group.split(ArgusError)
+        if argus is None or rest is not None:
+            raise
+        raise _leaves(argus)[0] from None
     return result
+
+
+def _leaves(group: BaseExceptionGroup) -> list:
+    out = []
+    for e in group.exceptions:
+        out += _leaves(e) if isinstance(e, BaseExceptionGroup) else [e]
+    return out
 
 
 def reproducer(path: str, case: Case, kernel: str | None = None) -> str:
