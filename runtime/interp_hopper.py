@@ -69,6 +69,7 @@ class Tma:
     vals: np.ndarray  # [len(g), elements]
     nbytes: int
     span: object
+    loop: dict = attrs.Factory(dict)  # the loop variables at the issue (for messages)
 
 
 @attrs.define
@@ -270,7 +271,7 @@ class HopperOps:
             keep[j] = False
             if keep.any():
                 st.tmas[k] = Tma(tma.g[keep], tma.bar, tma.idx[keep], tma.shared, tma.off[keep], tma.vals[keep],
-                                 tma.nbytes, tma.span)
+                                 tma.nbytes, tma.span, tma.loop)
             else:
                 del st.tmas[k]
             return True
@@ -318,7 +319,7 @@ class HopperOps:
         g, t, i, off, vals, nbytes = self._tma_tile(s, env, active, "tma_load")
         self._write_async(s.dst.base, g, off, np.full(off.shape, np.nan, dtype=vals.dtype))  # undefined until it lands
         st.progress += 1
-        st.tmas.append(Tma(g, s.bar.base, i, s.dst.base, off, vals, nbytes, s.span))
+        st.tmas.append(Tma(g, s.bar.base, i, s.dst.base, off, vals, nbytes, s.span, dict(loop)))
 
     def _tma_tile(self, s: ir.TmaLoad | ir.TmaLoadMulticast, env, active, what: str) -> tuple:
         """What one TMA load of the active threads moves: (blocks, threads, barrier index, [n, elements]
@@ -396,9 +397,8 @@ class HopperOps:
         g, t = np.nonzero(active)
         for gb, tid in zip(g.tolist(), self.tids[t].tolist(), strict=True):
             key = (gb, tid)
-            if s.kind == "commit":
-                if st.bulk_open.get(key):
-                    st.bulk_groups.setdefault(key, []).append(st.bulk_open.pop(key))
+            if s.kind == "commit":  # (an empty group too: cp.async.bulk.wait_group counts it, PTX ISA)
+                st.bulk_groups.setdefault(key, []).append(st.bulk_open.pop(key, []))
                 continue
             groups = st.bulk_groups.get(key, [])
             while len(groups) > s.pending:
@@ -413,7 +413,9 @@ class HopperOps:
 
     def exit_blocks(self) -> None:
         """The blocks of the batch exit: TMA stores not retired by a bulk_wait read shared memory
-        that is no longer theirs (their elements come out NaN)."""
+        that is no longer theirs (their elements come out NaN); a TMA load still in flight (copies
+        land only when a wait needs their phase: no thread waited for it) would write shared memory
+        and complete on an mbarrier that are no longer theirs: an error."""
         st = self.batch.hopper
         if st is None:
             return
@@ -422,6 +424,16 @@ class HopperOps:
                 self._bulk_write(store, np.full(store.off.shape, np.nan))
         st.bulk_open.clear()
         st.bulk_groups.clear()
+        if st.tmas and not ir.uses_cluster(self.launch.kernel):  # (a cluster's exit: runtime/interp_cluster.py)
+            tma = st.tmas[0]
+            gb, ib = int(tma.g[0]), int(tma.idx[0])
+            bars = st.bars[tma.bar]
+            where = ", ".join(f"{k} = {v}" for k, v in tma.loop.items()) or "outside loops"
+            raise ArgusRuntimeError(
+                f"block {self._block(gb)} exits while the TMA copy into {tma.shared} ({where}) is still in flight: "
+                f"no mbarrier wait on {tma.bar}[{ib}] for its phase (phase {int(bars.phase[gb, ib])}, parity "
+                f"{int(bars.phase[gb, ib]) % 2}) completes it, so it may land in shared memory the block no longer "
+                "owns", tma.span)
 
     def _view_base(self, view: ir.View, env) -> np.ndarray:
         """[G, T] element offset of the view's element (0, 0) under the declared layout."""
@@ -475,9 +487,8 @@ class HopperOps:
     def visit_WgmmaGroup(self, s: ir.WgmmaGroup, env, active, loop):
         st = self.hopper()
         for g in np.nonzero(active.any(1))[0]:
-            if s.kind == "commit":
-                if self.wg().open[g]:
-                    self.wg().groups[g].append(self.wg().open[g])
+            if s.kind == "commit":  # (an empty group too: wgmma.wait_group counts it, PTX ISA)
+                self.wg().groups[g].append(self.wg().open[g])
                 self.wg().open[g] = []
                 continue
             while len(self.wg().groups[g]) > s.pending:

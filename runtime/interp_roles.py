@@ -43,6 +43,7 @@ def drive_roles(units: list, batch, first: bool = False) -> None:
         if not ready:
             live = [st for st in states if st.status != "done"]
             if not live:
+                units[0].exit_blocks()  # TMA stores and loads still in flight at the blocks' exit
                 return
             if all(st.status == "barrier" for st in live):
                 release_barrier(states, batch)

@@ -237,6 +237,8 @@ class BulkSteps:
                 self.fail("async-proxy-fence", s.span, f"the TMA store of thread {int(t)} reads {s.src.base} written "
                           "by other threads with no barrier() since", ["fence_proxy_async(), then barrier(), then "
                                                                        "the store"])
+        if self.unacquired:
+            self.check_acquired(s.src.base, off, s.span, "the TMA store", active)
         self.bulk_store_tags(s, env, active, off)
         mask = np.zeros(len(self.bulk.sum_id[s.src.base]), dtype=bool)
         mask[off] = True
@@ -246,16 +248,16 @@ class BulkSteps:
 
     def bulk_group(self, s: ir.BulkGroup, active) -> None:
         for t in (int(x) for x in self.tids[active]):
-            if s.kind == "commit":
-                if self.bulk.open.get(t):
-                    self.bulk.groups.setdefault(t, []).append(self.bulk.open.pop(t))
+            if s.kind == "commit":  # (an empty group too: cp.async.bulk.wait_group counts it, PTX ISA)
+                self.bulk.groups.setdefault(t, []).append(self.bulk.open.pop(t, []))
                 continue
             groups = self.bulk.groups.get(t, [])
             while len(groups) > s.pending:
                 self.bulk.released += groups.pop(0)
 
     def bulk_exit(self) -> None:
-        """The block's end: no TMA store may still read its shared memory."""
+        """The block's end: no TMA store may still read its shared memory (and, `load_exit`, no TMA
+        load still write it)."""
         left = self.bulk.in_flight() if self.bulk is not None else []
         if left:
             st = left[0]
@@ -263,6 +265,30 @@ class BulkSteps:
             self.fail("bulk-group", st["span"], f"the block exits while the TMA store ({_loop(st['loop'])}) may "
                       f"still read {st['alloc']}: no bulk_wait of thread {st['tid']} retires it",
                       ["bulk_commit() then bulk_wait(0) before the end of the kernel"], store_line=st["span"].line)
+        self.load_exit()
+
+    def load_exit(self) -> None:
+        """The block's end: no TMA load may still write its shared memory (nor complete on its
+        mbarrier). Copies land only when a wait needs their phase, so a copy left in flight is one
+        whose phase no thread waited for: it may land after the block exited, in shared memory that
+        belongs to the next block on the SM (undefined behaviour)."""
+        if not self.tmas:
+            return
+        t = self.tmas[0]
+        b = self.bars.get(t["bar"])
+        self.active = self.tids == t.get("issuer", self.tids[0])
+        if hasattr(self, "unit"):  # (a role skeleton names the issuing warpgroup's role)
+            self.unit = int(t.get("issuer", 0)) // hopper.WARPGROUP
+        self.loop = dict(t["loop"])
+        waited = f"no wait on {t['bar']}[{t['idx']}] for phase {t['phase']} (parity {t['phase'] % 2})"
+        self.fail("mbarrier-phase", t["span"],
+                  f"the block exits while the TMA copy into {t['alloc']} ({_loop(t['loop'])}) may still be in "
+                  f"flight: {waited} completes it",
+                  [f"{len(self.tmas)} TMA copy(ies) in flight at the exit; {t['bar']}[{t['idx']}] is at phase "
+                   f"{int(b['phase'][t['idx']]) if b is not None else '?'}",
+                   "every TMA load must be waited for (mbarrier_wait on its phase) before the block exits, or not "
+                   "issued: a copy landing after the exit writes shared memory the block no longer owns"],
+                  barrier=t["bar"], stage=int(t["idx"]), phase=int(t["phase"]))
 
     def bulk_store_tags(self, s: ir.TmaStore, env, active, off) -> None:
         """A TMA store of stored accumulators: every element inside the tensor is the sum of its own
@@ -322,6 +348,9 @@ class Skeleton(BulkSteps):
         self.allocs = {a.name: a for a in kernel.shared_allocs()}
         self.bars: dict = {}
         self.tmas: list = []  # in flight: dict(bar, idx, alloc, mask, bytes, span, loop, phase)
+        # landed copies some threads have not acquired: dict(bar, idx, alloc, mask, span, loop, phase, acq)
+        # with acq the threads whose mbarrier wait (or a barrier() after another's wait) orders them after it
+        self.unacquired: list = []
         self.phase_tx: dict = {}  # (bar, idx) -> [expected bytes, issued bytes, expect spans]
         self.inflight_reads: dict = {}  # alloc -> [G] count of in-flight wgmma reads per element
         self.open: list = []
@@ -404,6 +433,13 @@ class Skeleton(BulkSteps):
             self.published = True
             self.retired_unpublished = []  # every warpgroup's retirements are now known to all threads
             self.releases_open, self.releases_done = {}, {}
+            self.barrier_acquires()
+
+    def barrier_acquires(self) -> None:
+        """A barrier() after a thread's mbarrier wait orders the other threads after what that wait
+        acquired (bar.sync: the waiter's earlier acquire happens before everyone's later reads)."""
+        if self.unacquired:
+            self.unacquired = [r for r in self.unacquired if not r["acq"].any()]
 
     def iterate(self, s: ir.For, env, active, first: int = 0) -> None:
         """Loop s, from its iteration `first` on (a run resumed from a snapshot starts later)."""
@@ -559,6 +595,8 @@ class Skeleton(BulkSteps):
                                   [f"no completed wait on {tma['bar']}[{tma['idx']}] phase {tma['phase']} covers "
                                    f"this read ({_loop(self.loop)}): the wait's stage or parity disagrees with the "
                                    "producer's"], barrier=tma["bar"], stage=tma["idx"], phase=tma["phase"])
+                if self.unacquired:
+                    self.check_acquired(view.base, off, s.span, "wgmma", active)
                 if (self.generic[view.base][off] >= 0).any():
                     self.fail("async-proxy-fence", s.span, f"wgmma (async proxy) reads {view.base} written by "
                               "ordinary stores not ordered by fence_proxy_async",
@@ -572,8 +610,9 @@ class Skeleton(BulkSteps):
 
     def group(self, s: ir.WgmmaGroup):
         if s.kind == "commit":
-            if self.open:
-                self.groups.append(self.open)
+            # (PTX ISA, wgmma.commit_group: with no uncommitted wgmma it makes an empty group, which
+            # wgmma.wait_group counts like any other)
+            self.groups.append(self.open)
             self.open = []
             return
         while len(self.groups) > s.pending:
@@ -642,12 +681,16 @@ class Skeleton(BulkSteps):
         # wait
         if len(idx) and (idx == idx[0]).all() and (val % 2 == val[0] % 2).all():  # (the usual case, at once)
             self.wait(s, name, int(idx[0]), int(val[0]) % 2)
+            self.acquire(name, int(idx[0]), active)
         else:
             for j, i in enumerate(idx):
                 i, p = int(i), int(val[j]) % 2
                 if j and (i, p) == (int(idx[j - 1]), int(val[j - 1]) % 2):
                     continue
                 self.wait(s, name, i, p)
+                who = active.copy()
+                who[active] = (idx == i) & (val % 2 == p)
+                self.acquire(name, i, who)
         # A passed wait has seen its barrier's last completed phase, so every release completed on it
         # (phases complete in order): the waiting warpgroups know those retirements.
         waiters = set((self.tids[active] // hopper.WARPGROUP).tolist())
@@ -655,6 +698,53 @@ class Skeleton(BulkSteps):
             for e, wg in self.releases_done.get((name, i), ()):
                 for w in waiters:
                     e.setdefault("released_to", {}).setdefault(w, set()).add(wg)
+
+    def landed(self, t: dict) -> None:
+        """TMA copy t lands (a wait needs its phase): it is visible to the threads whose wait
+        observes its phase (`acquire`), to the others only through a barrier() after such a wait."""
+        self.unacquired.append({"bar": t["bar"], "idx": t["idx"], "alloc": t["alloc"], "mask": t["mask"],
+                                "span": t["span"], "loop": t["loop"], "phase": t["phase"],
+                                "acq": np.zeros(self.T, dtype=bool)})
+
+    def acquire(self, name: str, i: int, who) -> None:
+        """Threads `who` passed a wait on barrier (name, i): they observed its last completed phase,
+        so every copy landed on it (in that phase or an earlier one) is visible to them."""
+        if not self.unacquired:
+            return
+        keep = []
+        for r in self.unacquired:
+            if r["bar"] == name and r["idx"] == i:
+                r["acq"] = r["acq"] | who
+                if r["acq"].all():
+                    continue
+            keep.append(r)
+        self.unacquired = keep
+
+    def check_acquired(self, base: str, off, span, what: str, active) -> None:
+        """An async-proxy read of `base` elements `off` by threads `active`: each reading thread must
+        have acquired the TMA copies that wrote them (an mbarrier wait acquires only for the threads
+        that run it; a wgmma's operand reads are its whole warpgroup's)."""
+        for r in self.unacquired:
+            if r["alloc"] != base or not r["mask"][off].any():
+                continue
+            missing = active & ~r["acq"]
+            if not missing.any():
+                continue
+            wg = int(self.tids[missing][0]) // hopper.WARPGROUP  # (the first warpgroup with such threads)
+            mine = (self.tids // hopper.WARPGROUP) == wg
+            miss = self.tids[missing & mine]
+            waited = self.tids[active & mine & r["acq"]]
+            self.fail("mbarrier-phase", span,
+                      f"{what} of warpgroup {wg} reads {base} for threads {_threads(miss)}, which did not wait: "
+                      f"the TMA copy (line {r['span'].line}, {_loop(r['loop'])}) that wrote it is not ordered "
+                      f"before their read: no wait of theirs on {r['bar']}[{r['idx']}] for phase {r['phase']}, "
+                      "and no barrier() since after a thread's that did",
+                      [f"an mbarrier wait acquires the copy's data only for the threads that run it (in warpgroup "
+                       f"{wg}: {'threads ' + _threads(waited) if len(waited) else 'none'}); "
+                       f"{what} reads its operands for every thread of the warpgroup: let every thread wait, or put "
+                       "a barrier() between the wait and the read"],
+                      barrier=r["bar"], stage=int(r["idx"]), phase=int(r["phase"]),
+                      threads=[int(miss[0]), int(miss[-1]), len(miss)])
 
     def ph(self, name, i) -> dict:
         """The current phase's transaction books of barrier (name, i)."""
@@ -711,6 +801,7 @@ class Skeleton(BulkSteps):
                            "producer and consumer disagree"], barrier=name, stage=i, phase=int(b["phase"][i]))
             t = mine[0]
             self.tmas.remove(t)
+            self.landed(t)
             if t["tags"] is not None:  # (None: tags not followed, see _pump_runs)
                 self.tag[t["alloc"]][t["off"]] = t["tags"]
             if b["fenced"][i]:
@@ -832,7 +923,6 @@ class Skeleton(BulkSteps):
         alloc = self.allocs[s.dst.base]
         esize = ir.DTYPE_BYTES[alloc.dtype]
         for t in self.tids[active]:
-            del t
             i = self.uni(s.bar.index[0].index, env, active)
             off = self.offsets(s.dst, env, active)[0]
             for w in [w for g in self.groups for w in g] + self.open:
@@ -863,7 +953,7 @@ class Skeleton(BulkSteps):
             self.tmas.append({"bar": name, "idx": i, "alloc": s.dst.base, "mask": self.mask(s.dst.base, off),
                               "off": off, "tags": self.tma_tags(s, env, active) if self.gemm else None,
                               "span": s.span,
-                              "loop": self.where(), "phase": int(b["phase"][i]),
+                              "loop": self.where(), "phase": int(b["phase"][i]), "issuer": int(t),
                               "bytes": int(np.prod(s.dst.tile)) * esize})
 
 
@@ -907,6 +997,16 @@ def _frag_reads(op) -> list:
     if isinstance(op, (ir.Cast, ir.Reduce, ir.Shuffle, ir.Relabel)):
         return [op.arg]
     return []
+
+
+def _threads(t) -> str:
+    """A set of thread ids, as a range where it is one."""
+    t = [int(x) for x in t]
+    if len(t) == 1:
+        return str(t[0])
+    if t[-1] - t[0] + 1 == len(t):
+        return f"{t[0]}..{t[-1]}"
+    return f"{t[0]}, {t[1]}{', ...' if len(t) > 2 else ''} ({len(t)} threads)"
 
 
 def _loop(loop: dict) -> str:

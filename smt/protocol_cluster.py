@@ -79,6 +79,7 @@ class CtaSkeleton(P.Skeleton):
             raise
 
     def mbarrier(self, s: ir.MbarrierOp, env, active):
+        waiters = active
         if s.kind == "wait" and self.published and active.sum() > 1:
             # the threads waiting on one (barrier, parity) wait alike: one of each suffices (the role
             # named in a counterexample stays the statement's, self.active)
@@ -100,6 +101,11 @@ class CtaSkeleton(P.Skeleton):
         elif s.kind in ("arrive", "expect_tx"):
             self.rel_cur[name][idx, self.rank] = self.cl.tick()
         super().mbarrier(s, env, active)
+        if s.kind == "wait" and waiters is not active:  # every waiting thread acquires, not only the one run
+            at = np.broadcast_to(np.asarray(self.ev(s.bar.index[0].index, env)), (self.T,))
+            par = np.broadcast_to(np.asarray(self.ev(s.value, env)), (self.T,)) % 2
+            for i, p in {(int(a), int(b)) for a, b in zip(at[waiters], par[waiters], strict=True)}:
+                self.acquire(name, i, waiters & (at == i) & (par == p))
 
     def try_complete(self, name, i, span):
         b = self.bar(name)
@@ -347,6 +353,7 @@ class ClusterRun:
             sk.acquired[:] = now
             sk.remote.clear()
             sk.published = True  # the cluster barrier is a block barrier too
+            sk.barrier_acquires()
 
     def finish(self):
         """The CTAs exit: nothing a peer does may still reach them."""

@@ -809,12 +809,12 @@ def _values_by_trips(kernel, p: Pump, base: dict, consts: dict, least: int):
 
 # Skeleton attributes, by what they are. A new attribute must be classified here (a test checks).
 STATE = ("bars", "tmas", "phase_tx", "inflight_reads", "open", "groups", "pending_acc", "unfenced", "generic",
-         "published", "retired_unpublished", "releases_open", "releases_done", "bulk")
+         "published", "retired_unpublished", "releases_open", "releases_done", "bulk", "unacquired")
 CONSTANT = ("k", "T", "sizes", "tids", "allocs", "names", "gemm", "block", "grid", "pump_checks", "snap_loop")
 MESSAGES_OR_DATA = ("trips", "loop", "tag", "acc_rec", "writes", "stored", "tag_unknown", "active",
                     "pump_seen", "snapshots")
 # keys of the records in flight that only name where something happened (messages) or carry data
-_DROP = frozenset({"loop", "wait_loop", "tags", "phase", "off"})
+_DROP = frozenset({"loop", "wait_loop", "tags", "phase", "off", "issuer"})
 
 
 def _digest(x, h) -> None:
@@ -881,7 +881,7 @@ def fingerprint(sk) -> bytes:
     # (an empty list of releases reads as no entry: the rules look them up with .get(key, ()))
     releases = [{k: v for k, v in d.items() if v} for d in (sk.releases_open, sk.releases_done)]
     parts = [bars, sk.tmas, phase_tx, sk.inflight_reads, sk.open, sk.groups, pending, sk.unfenced, sk.generic,
-             sk.published, sk.retired_unpublished, *releases, bulk]
+             sk.published, sk.retired_unpublished, *releases, bulk, sk.unacquired]
     h = hashlib.sha256()
     _digest(parts, h)
     return h.digest()

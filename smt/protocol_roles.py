@@ -103,6 +103,7 @@ class RoleSkeleton(Skeleton):
                     return
                 if all(u["state"] == BARRIER for u in live):
                     self.published = True
+                    self.barrier_acquires()
                     for u in live:
                         u["state"] = READY
                     continue
@@ -237,11 +238,15 @@ class RoleSkeleton(Skeleton):
                 yield (BLOCKED, s, (name, i, p, env.copy(), active, dict(self.loop)), self.progress)
             self.active = active
             Skeleton.wait(self, s, name, i, p)  # passes: the lockstep checks of a wait that passes
+            who = active.copy()
+            who[active] = (idx == i) & (val % 2 == p)
+            self.acquire(name, i, who)  # (what landed is visible to the threads that waited)
             if name in self.release_bars:
                 self.last_release = (name, i, int(b["phase"][i]) - 1, s.span)
 
     def _land(self, t, name, i, span) -> None:
         self.tmas.remove(t)
+        self.landed(t)
         self.tag[t["alloc"]][t["off"]] = t["tags"]
         self.progress += 1
         if self.bars[name]["fenced"][i]:
