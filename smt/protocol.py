@@ -946,6 +946,11 @@ class Skeleton(BulkSteps):
                                "the executing warpgroup's wgmmas (the warpgroups do not run in lockstep): put a "
                                "barrier() between the waits and the refill, or release the stage through an "
                                "mbarrier the producer waits on"], barrier=name, stage=i)
+            if (self.generic[s.dst.base][off] >= 0).any():  # generic then async writes: a cross-proxy WAW
+                self.fail("async-proxy-fence", s.span, f"the TMA copy (async proxy) writes {s.dst.base} over "
+                          "ordinary stores not ordered by fence_proxy_async: they may land after the copy's data",
+                          ["each writing thread needs fence_proxy_async() after its stores, then a barrier(), "
+                           "before the TMA copy is issued"], barrier=name, stage=i)
             b = self.bars[name]
             if (name, i) not in self.phase_tx:
                 self.fail("async-proxy-fence", s.span, f"TMA completes on {name}[{i}] before its mbarrier_init", [])

@@ -17,11 +17,11 @@ SPEC = Path(__file__).resolve().parent / "hopper" / "wgmma_generic_b.arg"
 ANCHOR = "    acc = zeros(f32[BM, BN], tv=ACC)\n"
 
 
-def with_fill(value: str) -> str:
+def with_fill(value: str, fence: bool = True) -> str:
     text = SPEC.read_text()
     assert ANCHOR in text
     fill = (f"    z = full(bf16[BM, BK], {value}, tv=(128, 32):(32, 1))\n    store(sA, z)\n"
-            "    fence_proxy_async()\n    barrier()\n")
+            + ("    fence_proxy_async()\n" if fence else "") + "    barrier()\n")
     return text.replace(ANCHOR, fill + ANCHOR, 1)
 
 
@@ -42,3 +42,13 @@ def test_a_tile_zeroed_before_tma_fills_it_is_proved():
 def test_a_fill_that_would_change_the_sum_is_a_padding_violation(value):
     got = statuses(with_fill(value))
     assert got["padding"] == {"violated"}
+
+
+def test_ordinary_stores_under_a_tma_copy_need_the_proxy_fence():
+    """Without fence_proxy_async the zeros (generic proxy) and the TMA copy (async proxy) into sA are
+    not ordered: the zeros may land after the copy's data (an outside probe: it was proved)."""
+    text = with_fill("0.0", fence=False)
+    rep = smt.verify(compile_source(text, str(SPEC)), timeout_s=10, jobs=1)
+    (bad,) = rep.violations()
+    assert bad.obligation == "async-proxy-fence" and "writes sA over ordinary stores" in bad.message
+    assert "tma_load(sA" in text.splitlines()[bad.location.line - 1]
