@@ -267,6 +267,8 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
     launch (division)    the run faults with a division by zero at the division's line
     barrier-divergence   the run stops at the statement: a barrier or a warp collective that only some
                          threads of the block (lanes of the warp) reach
+    mbarrier-phase,      (the block exits with a TMA copy in flight) the run stops at the copy's line
+    bulk-group
     reduction-coverage   an output differs from what the contract gives (float64), well beyond rounding
     (and mma tag-assertion / output-contract witnesses, whose operands other threads hold)
 
@@ -387,6 +389,15 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
         if at == line and fault_kind in str(r.fault):
             return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
         return out(UNCHECKED, f"the interpreter faulted first at line {at}")
+    if ob in ("mbarrier-phase", "bulk-group") and "the block exits while" in getattr(result, "message", ""):
+        r = _Run(kernel, w, path, record=False)  # a TMA copy still in flight at the exit: the interpreter faults
+        if not r.ok:
+            return out(UNCHECKED, "the interpreter cannot run these sizes")
+        at = getattr(getattr(r.fault, "span", None), "line", None)
+        if r.fault is not None and at == line and "exits while" in str(r.fault):
+            return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
+        return out(UNCHECKED, "the interpreter did not stop at that copy" if r.fault is None else
+                              f"the interpreter faulted first at line {at}")
     if ob == "reduction-coverage":  # a loop range or a lost iteration: the output differs from the contract
         found = _contract_mismatch(kernel, w, path)
         return out(*found) if found is not None else out(UNCHECKED, "no contract gives the output's values at "

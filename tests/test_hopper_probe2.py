@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from hopper_util import bf16_inputs, rel_err
 
-from argus_verify import smt
+from argus_verify import replay, smt
 from argus_verify.diagnostics import ArgusRuntimeError
 from argus_verify.frontend import compile_file
 from argus_verify.runtime import interp
@@ -70,6 +70,8 @@ def test_a_tma_load_in_flight_at_the_exit_is_an_mbarrier_phase_violation(name, l
     assert f"no wait on full[{stage}] for phase {phase}" in r.message
     assert r.detail["barrier"] == "full" and r.detail["stage"] == stage and r.detail["phase"] == phase
     assert loop in r.witness["loop"] and "role: producer (thread 0)" in r.explanation[0]
+    # the witness's sizes replay: the interpreter stops at that copy, still in flight at the exit
+    assert replay.reproduce(compile_file(str(_spec(name))), r)["status"] == "reproduced"
 
 
 def test_the_guarded_prologue_and_refill_stay_proved():
