@@ -421,8 +421,10 @@ class Emitter:
 
     def floordiv(self, a: Value, c: int) -> Value:
         c = int(c)
-        if c <= 0:
-            raise LoweringError(f"division by non-positive constant {c}")
+        if c < 0:  # floor(a / c) = floor(-a / -c)
+            return self.floordiv(self.mul(a, -1), -c)
+        if c == 0:
+            raise LoweringError("division by the constant 0")
         if c == 1:
             return a
         if isinstance(a, int):
@@ -445,8 +447,10 @@ class Emitter:
 
     def mod(self, a: Value, c: int) -> Value:
         c = int(c)
-        if c <= 0:
-            raise LoweringError(f"modulo by non-positive constant {c}")
+        if c < 0:  # a % c = a - c * floor(a / c) = -((-a) % -c), in (c, 0]
+            return self.mul(self.mod(self.mul(a, -1), -c), -1)
+        if c == 0:
+            raise LoweringError("modulo by the constant 0")
         if c == 1:
             return 0
         if isinstance(a, int):
