@@ -269,6 +269,10 @@ class Equivalence:
             return None
         if res == z3.sat:
             self.witness = self._values(s.model())
+            if _opaque(kernel_term) or _opaque(contract_term):
+                # Z3 may have told apart two reductions (or math functions) only because they are
+                # uninterpreted: a violation needs rows on which the two really differ
+                return self._differ_on_rows(kernel_term, contract_term)
             return False
         if not kernel_divisors:
             return True
@@ -295,6 +299,41 @@ class Equivalence:
                        "in floating point is not decided here")
         return None
 
+    def _differ_on_rows(self, kernel_term, contract_term) -> bool | None:
+        """Both terms on random rows (an element of each tensor and scalar per reduced position, the
+        output's own at position 0), in float64: False (a witness) where they differ beyond rounding
+        on rows of every length tried, None where some length agrees. The lengths: 5, and n for each
+        constant 1/n (a mean's factor: E[x^2] - E[x]^2 is the variance only over n elements)."""
+        rng = np.random.default_rng(0)
+        names = sorted(names_of(kernel_term) | names_of(contract_term))
+        lengths = [5] + sorted({round(1 / v) for v in constants(kernel_term) | constants(contract_term)
+                                if 0 < v < 1 and 2 <= round(1 / v) <= 4096 and abs(round(1 / v) * v - 1) < 1e-12})
+        found = None
+        for n in lengths:
+            differ = None
+            for _ in range(16):
+                rows = {x: (rng.integers(-4, 5, n).astype(np.float64) if x in self.integers
+                            else rng.normal(0.0, 2.0, n)) for x in names}
+                got, want = evaluate_row(kernel_term, rows, 0, n), evaluate_row(contract_term, rows, 0, n)
+                if got is None or want is None:
+                    self.reason = "the two differ only where reductions or math functions are uninterpreted"
+                    return None
+                if not (np.isnan(got) and np.isnan(want)) and not np.isclose(got, want, rtol=1e-9, atol=1e-12):
+                    differ = (rows, got, want)
+                    break
+            if differ is None:
+                self.reason = (f"the two differ only where reductions or math functions are left uninterpreted, "
+                               f"and agree on random rows of {n} elements: not decided")
+                return None
+            found = found or differ
+        rows, got, want = found
+        shown = {x: "[" + ", ".join(f"{v:.4g}" for v in r[:8]) + (", ...]" if len(r) > 8 else "]")
+                 for x, r in rows.items()}
+        self.witness = shown
+        self.reason = (f"on the rows {', '.join(f'{x} = {v}' for x, v in shown.items())} (the output's own element "
+                       f"first) the kernel gives {got:.6g}, the contract {want:.6g}")
+        return False
+
     def _values(self, m) -> dict:
         return {n: str(m.eval(v, model_completion=True)) for n, v in self.vars.items()}
 
@@ -310,6 +349,56 @@ def _to_integer(a, dtype: str, how: str):
     half = z3.RealVal("1/2")
     r = z3.If(frac > half, f + 1, z3.If(frac < half, f, z3.If(f % 2 == 0, f, f + 1)))
     return z3.ToReal(z3.If(r < lo, lo, z3.If(r > hi, hi, r)))
+
+
+_INTERPRETED = ("neg", "abs", "recip")  # unary operators Z3 computes exactly (the others are uninterpreted)
+
+
+def _opaque(t) -> bool:
+    """Whether term t holds a reduction or a function Z3 leaves uninterpreted."""
+    if t is None or t[0] in ("elem", "scalar", "const"):
+        return False
+    if t[0] == "red" or (t[0] == "un" and t[1] not in _INTERPRETED) or \
+            (t[0] == "bin" and t[1] not in ("+", "-", "*", "/", "max", "min")):
+        return True
+    return any(_opaque(x) for x in t[1:] if isinstance(x, tuple))
+
+
+names_of = names
+
+
+def constants(t) -> set:
+    if t is None:
+        return set()
+    if t[0] == "const":
+        return {t[1]}
+    return set().union(*(constants(x) for x in t[1:] if isinstance(x, tuple)))
+
+
+def evaluate_row(t, rows: dict, j: int, n: int) -> float | None:
+    """Term t in float64 where each tensor (and scalar) holds `rows[name]` (n elements) along the
+    reduced dimension, the output's element being position j: a reduction runs over every position."""
+    kind = t[0]
+    if kind == "red":
+        vals = [evaluate_row(t[2], rows, k, n) for k in range(n)]
+        if any(v is None for v in vals):
+            return None
+        op = {"sum": np.sum, "max": np.max, "min": np.min}.get(t[1])
+        return None if op is None else float(op(np.array(vals)))
+    if kind in ("elem", "scalar"):
+        return float(rows[t[1]][j if kind == "elem" else 0])
+    if kind in ("const", "lane"):
+        return evaluate(t, {}) if kind == "const" else evaluate_row(t[1], rows, j, n)
+    if kind == "cast":
+        a = evaluate_row(t[2], rows, j, n)
+        return None if a is None else evaluate(("cast", t[1], ("const", a), t[3]), {})
+    if kind == "un":
+        a = evaluate_row(t[2], rows, j, n)
+        return None if a is None else evaluate(("un", t[1], ("const", a)), {})
+    if kind == "bin":
+        a, b = evaluate_row(t[2], rows, j, n), evaluate_row(t[3], rows, j, n)
+        return None if a is None or b is None else evaluate(("bin", t[1], ("const", a), ("const", b)), {})
+    return None
 
 
 def evaluate(t, values: dict) -> float | None:
