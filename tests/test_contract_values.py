@@ -102,7 +102,8 @@ kernel k<COLS=128, ROWS=8>(x: f32[M, N]) -> out: f32[M]:
     tag out[i] = (i,) once
     contract out[i] = {contract}
     r0 = block_id.x * ROWS
-    xs = load(x[r0 : r0 + ROWS, 0 : COLS], tv=((32, ROWS), (4, COLS // 128)):((4, COLS), (1, 128)), mask=True, other=-inf)
+    xs = load(x[r0 : r0 + ROWS, 0 : COLS], tv=((32, ROWS), (4, COLS // 128)):((4, COLS), (1, 128)),
+              mask=True, other=-inf)
     m = reduce_max(xs, axis=1, scope=warp, lanes=0b11111) * {factor}
     store(out[r0 : r0 + ROWS], reshape(m, ROWS), mask=True, where=lane_id == 0)
 """
