@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_cli_bad_input import cli, cli_json
 
 import argus_verify
 from argus_verify.api import ConstantError
@@ -28,16 +29,6 @@ VECADD = (ROOT / "specs" / "vecadd.arg").read_text()
 AUDIT_PTX = ROOT / "tests" / "audit" / "corpus" / "barrier_tid_branch.ptx"
 
 
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err and "internal error" not in err
-    return code, out, err
-
-
-def cli_json(capsys, *argv: str) -> tuple[int, object]:
-    code, out, _ = cli(capsys, *argv, "--json")
-    return code, json.loads(out)
 
 
 def kernel_file(tmp_path, text: str = VECADD, name: str = "k.arg", ref: str | None = None) -> str:
