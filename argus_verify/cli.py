@@ -225,33 +225,33 @@ def load_kernel(args):
     return k
 
 
-def file_kernels(path: str) -> list[str]:
-    """The names of the kernels of a file (which parses: a kernel of it was built already)."""
-    from argus_verify.frontend import kernel_names, read_source
+def file_kernels(path: str) -> dict[str, list[str]]:
+    """The kernels of a file (which parses: a kernel of it was built already), each with its
+    compile-time parameters."""
+    from argus_verify.frontend import kernel_declarations, read_source
 
-    return kernel_names(read_source(path), str(path))
+    return kernel_declarations(read_source(path), str(path))
 
 
 def load_kernels(args) -> list:
     """Every kernel of the file (`--kernel`: that one), each with the constants and sizes it
     declares: (kernel, its --shape sizes). A --const or --shape name that no kernel has is an error."""
-    from argus_verify.frontend import compile_file, const_names, read_source
+    from argus_verify.frontend import compile_file
 
     consts = parse_assignments(getattr(args, "const", None), "compile-time parameter")
     if getattr(args, "kernel", None) is not None:
         k = compile_file(args.file, consts, args.kernel)
         return [(k, parse_shape(args, k))]
-    names = file_kernels(args.file)
-    if len(names) <= 1:
+    declared = file_kernels(args.file)
+    if len(declared) <= 1:
         k = compile_file(args.file, consts, None)
         return [(k, parse_shape(args, k))]
-    text = read_source(args.file)
-    declared = {n: const_names(text, args.file, n) for n in names}
     unknown = [c for c in consts if not any(c in d for d in declared.values())]
     if unknown:
         raise UsageError(f"no kernel of {args.file} has a compile-time parameter '{unknown[0]}' (its kernels: " +
                          "; ".join(f"{n}: {', '.join(d) or 'none'}" for n, d in declared.items()) + ")")
-    kernels = [compile_file(args.file, {c: v for c, v in consts.items() if c in declared[n]}, n) for n in names]
+    kernels = [compile_file(args.file, {c: v for c, v in consts.items() if c in params}, n)
+               for n, params in declared.items()]
     shape = parse_assignments(getattr(args, "shape", None), "shape")
     unknown = [s for s in shape if not any(s in k.sizes for k in kernels)]
     if unknown:

@@ -287,25 +287,12 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
     if not w or "sizes" not in w:
         return out(UNCHECKED, "no sizes in the witness")
     if ob == "bounds":
-        r = _Run(kernel, w, path, record=False)
-        if not r.ok:
-            return out(UNCHECKED, "the interpreter cannot run these sizes")
-        if r.fault is None:
-            return out(NOT_REPRODUCED, "the interpreter ran the witness's sizes without an out-of-bounds access")
-        at = getattr(getattr(r.fault, "span", None), "line", None)
-        if at == line:
-            return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
-        return out(UNCHECKED, f"the interpreter faulted first at line {at}")
+        return _stops_at(kernel, w, path, line, out, (NOT_REPRODUCED, "the interpreter ran the witness's sizes "
+                                                                      "without an out-of-bounds access"))
     if ob == "barrier-divergence":  # the interpreter stops where a barrier or a warp collective is partial
-        r = _Run(kernel, w, path, record=False)
-        if not r.ok:
-            return out(UNCHECKED, "the interpreter cannot run these sizes")
-        at = getattr(getattr(r.fault, "span", None), "line", None)
-        if r.fault is not None and at == line:
-            return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
-        return out(UNCHECKED, "the interpreter did not stop at the statement (its condition may hold for every "
-                              "thread of the blocks it ran)" if r.fault is None else
-                              f"the interpreter faulted first at line {at}")
+        return _stops_at(kernel, w, path, line, out, (UNCHECKED, "the interpreter did not stop at the statement (its "
+                                                                 "condition may hold for every thread of the blocks "
+                                                                 "it ran)"))
     if ob == "uninitialised-read":
         frag = w.get("fragment")
         if frag is None or "thread" not in w:
@@ -380,24 +367,13 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
     launch_faults = {"division by zero": "a division by zero", "TMA moves": "a TMA row stride it refuses"}
     fault_kind = next((k for k in launch_faults if k in getattr(result, "message", "")), None)
     if ob == "launch" and fault_kind is not None:
-        r = _Run(kernel, {**w, "params": w.get("params") or w.get("scalars") or {}}, path, record=False)
-        if not r.ok:
-            return out(UNCHECKED, "the interpreter cannot run these sizes")
-        if r.fault is None:
-            return out(NOT_REPRODUCED, f"the interpreter ran the witness's sizes without {launch_faults[fault_kind]}")
-        at = getattr(getattr(r.fault, "span", None), "line", None)
-        if at == line and fault_kind in str(r.fault):
-            return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
-        return out(UNCHECKED, f"the interpreter faulted first at line {at}")
+        absent = (NOT_REPRODUCED, f"the interpreter ran the witness's sizes without {launch_faults[fault_kind]}")
+        return _stops_at(kernel, {**w, "params": w.get("params") or w.get("scalars") or {}}, path, line, out,
+                         absent, fault_kind)
     if ob in ("mbarrier-phase", "bulk-group") and "the block exits while" in getattr(result, "message", ""):
-        r = _Run(kernel, w, path, record=False)  # a TMA copy still in flight at the exit: the interpreter faults
-        if not r.ok:
-            return out(UNCHECKED, "the interpreter cannot run these sizes")
-        at = getattr(getattr(r.fault, "span", None), "line", None)
-        if r.fault is not None and at == line and "exits while" in str(r.fault):
-            return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
-        return out(UNCHECKED, "the interpreter did not stop at that copy" if r.fault is None else
-                              f"the interpreter faulted first at line {at}")
+        # a TMA copy still in flight at the exit: the interpreter faults at it
+        return _stops_at(kernel, w, path, line, out, (UNCHECKED, "the interpreter did not stop at that copy"),
+                         "exits while")
     if ob == "reduction-coverage":  # a loop range or a lost iteration: the output differs from the contract
         found = _contract_mismatch(kernel, w, path)
         return out(*found) if found is not None else out(UNCHECKED, "no contract gives the output's values at "
@@ -405,6 +381,20 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
     if ob == "race" or (ob == "output-once" and "thread" not in w and "threads" in w):
         return _schedule_dependence(kernel, w, path, out)
     return out(UNCHECKED, f"{ob} witnesses are not replayed")
+
+
+def _stops_at(kernel: ir.Kernel, w: dict, path: str | None, line, out, no_fault: tuple, fault: str = "") -> dict:
+    """A witness the interpreter shows by faulting at its line (with `fault` in the message): run
+    the witness's sizes; `no_fault` is the (status, text) when the run does not fault at all."""
+    r = _Run(kernel, w, path, record=False)
+    if not r.ok:
+        return out(UNCHECKED, "the interpreter cannot run these sizes")
+    if r.fault is None:
+        return out(*no_fault)
+    at = getattr(getattr(r.fault, "span", None), "line", None)
+    if at == line and fault in str(r.fault):
+        return out(REPRODUCED, str(r.fault.args[0] if r.fault.args else r.fault))
+    return out(UNCHECKED, f"the interpreter faulted first at line {at}")
 
 
 def _contract_mismatch(kernel: ir.Kernel, w: dict, path: str | None):

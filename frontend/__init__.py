@@ -65,20 +65,16 @@ def _token_span(filename: str, tok) -> Span:
     return Span(filename, tok.line, tok.column, tok.end_line or tok.line, tok.end_column or tok.column + len(tok))
 
 
-def kernel_names(text: str, filename: str = "<string>") -> list[str]:
-    """The names of the kernels of a source, in order (it must parse)."""
-    return [str(item.children[0]) for item in parse(text, filename).children if item.data == "kernel"]
-
-
-def const_names(text: str, filename: str, kernel: str) -> list[str]:
-    """The compile-time parameters `kernel` of the source declares (`<BLOCK=1024, ...>`)."""
+def kernel_declarations(text: str, filename: str = "<string>") -> dict[str, list[str]]:
+    """The kernels of a source (it must parse), in order, each with the compile-time parameters it
+    declares (`<BLOCK=1024, ...>`)."""
+    out: dict[str, list[str]] = {}
     for item in parse(text, filename).children:
-        if item.data == "kernel" and str(item.children[0]) == kernel:
+        if item.data == "kernel":
             cps = item.children[1]
-            if getattr(cps, "data", None) != "const_params":
-                return []
-            return [str(cp.children[0]) for cp in cps.children]
-    return []
+            out[str(item.children[0])] = [str(cp.children[0]) for cp in cps.children] \
+                if getattr(cps, "data", None) == "const_params" else []
+    return out
 
 
 def _register_policy(k: ir.Kernel) -> ir.Kernel:

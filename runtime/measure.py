@@ -7,6 +7,8 @@ from collections.abc import Iterable, Sequence
 import attrs
 import numpy as np
 
+from argus_verify import ir
+
 __all__ = ["Timing", "random_inputs", "rel_error", "summarize", "tolerance"]
 
 
@@ -74,7 +76,7 @@ def tolerance(dtype: str | np.dtype | type) -> float:
 def output_tolerance(ref, dtype: str) -> float:
     """The relative error an output of `dtype` may have: 0 for integer outputs (they compare
     exactly), else the reference module's TOLERANCE or the dtype's default."""
-    if dtype in ("i64", "i32", "u32", "i8", "u8"):  # ir.INT_DTYPES
+    if not ir.is_float(dtype):
         return 0.0
     return float(getattr(ref, "TOLERANCE", None) or tolerance(dtype))
 

@@ -63,8 +63,9 @@ def encode_tensor_map(spec, address: int, rows: int, cols: int) -> bytes:
     boxes of spec.box_rows x spec.box_cols with spec.swizzle; out-of-bounds elements read zero."""
     drv = _driver()
     esize = ir.DTYPE_BYTES[spec.dtype]
-    if (cols * esize) % 16:
-        raise TmaError(f"TMA needs row strides of a multiple of 16 bytes: {spec.tensor} has rows of {cols * esize}")
+    if (cols * esize) % ir.TMA_ROW_BYTES:
+        raise TmaError(f"TMA needs row strides of a multiple of {ir.TMA_ROW_BYTES} bytes: {spec.tensor} has rows "
+                       f"of {cols * esize}")
     u32, u64 = drv.cuuint32_t, drv.cuuint64_t  # the binding takes its own integer types here
     tmap = _check(drv.cuTensorMapEncodeTiled(
         getattr(drv.CUtensorMapDataType, _DTYPES[spec.dtype]), u32(2), address,

@@ -89,13 +89,24 @@ def _int_range(dtype: str) -> tuple[int, int]:
     return (0, 2 ** bits - 1) if dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
 
 
+def subterms(t):
+    """Term t and every term inside it."""
+    if t is None:
+        return
+    yield t
+    for x in t[1:]:
+        if isinstance(x, tuple):
+            yield from subterms(x)
+
+
 def names(t) -> set:
     """The tensors and scalars term t reads."""
-    if t is None or t[0] == "const":
-        return set()
-    if t[0] in ("elem", "scalar"):
-        return {t[1]}
-    return set().union(*(names(x) for x in t[1:] if isinstance(x, tuple)))
+    return {u[1] for u in subterms(t) if u[0] in ("elem", "scalar")}
+
+
+def divides(t) -> bool:
+    """Whether term t holds a `/`."""
+    return any(u[:2] == ("bin", "/") for u in subterms(t))
 
 
 def uniform(t) -> bool:
@@ -306,7 +317,7 @@ class Equivalence:
         stands), None where some length agrees. The lengths: 5, and n for each
         constant 1/n (a mean's factor: E[x^2] - E[x]^2 is the variance only over n elements)."""
         rng = np.random.default_rng(0)
-        names = sorted(names_of(kernel_term) | names_of(contract_term))
+        read = sorted(names(kernel_term) | names(contract_term))
         lengths = [5] + sorted({round(1 / v) for v in constants(kernel_term) | constants(contract_term)
                                 if 0 < v < 1 and 2 <= round(1 / v) <= 4096 and abs(round(1 / v) * v - 1) < 1e-12})
         found = None
@@ -314,7 +325,7 @@ class Equivalence:
             differ = None
             for _ in range(16):
                 rows = {x: (rng.integers(-4, 5, n).astype(np.float64) if x in self.integers
-                            else rng.normal(0.0, 2.0, n)) for x in names}
+                            else rng.normal(0.0, 2.0, n)) for x in read}
                 got, want = evaluate_row(kernel_term, rows, 0, n), evaluate_row(contract_term, rows, 0, n)
                 if got is None or want is None:  # rows cannot judge it: Z3's difference stands, as before
                     self.reason = ""
@@ -357,15 +368,8 @@ _INTERPRETED = ("neg", "abs", "recip")  # unary operators Z3 computes exactly (t
 
 def _opaque(t) -> bool:
     """Whether term t holds a reduction or a function Z3 leaves uninterpreted."""
-    if t is None or t[0] in ("elem", "scalar", "const"):
-        return False
-    if t[0] == "red" or (t[0] == "un" and t[1] not in _INTERPRETED) or \
-            (t[0] == "bin" and t[1] not in ("+", "-", "*", "/", "max", "min")):
-        return True
-    return any(_opaque(x) for x in t[1:] if isinstance(x, tuple))
-
-
-names_of = names
+    return any(u[0] == "red" or (u[0] == "un" and u[1] not in _INTERPRETED) or
+               (u[0] == "bin" and u[1] not in ("+", "-", "*", "/", "max", "min")) for u in subterms(t))
 
 
 def _varies(t) -> bool:
@@ -378,11 +382,7 @@ def _varies(t) -> bool:
 
 
 def constants(t) -> set:
-    if t is None:
-        return set()
-    if t[0] == "const":
-        return {t[1]}
-    return set().union(*(constants(x) for x in t[1:] if isinstance(x, tuple)))
+    return {u[1] for u in subterms(t) if u[0] == "const"}
 
 
 def evaluate_row(t, rows: dict, j: int, n: int) -> float | None:

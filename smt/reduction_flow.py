@@ -675,13 +675,12 @@ def check_expressions(kernel: ir.Kernel, flow: ReductionFlow, timeout_s: float) 
                                           "memory read before the pass saw a write)", {}))
             continue
         have = X.unlane(f.expr)
+        integers = frozenset(p.name for p in kernel.params if p.dtype in ir.INT_DTYPES)
         if have[0] == "cast" and have[1] == kernel.param(store.dst.base).dtype:
             # the contract's value, converted to the output's dtype: its low bits where it is an integer
-            integral = X.names(want) <= {p.name for p in kernel.params if p.dtype in ir.INT_DTYPES} and \
-                "/" not in str(want)
+            integral = X.names(want) <= integers and not X.divides(want)
             want = ("cast", have[1], want, "wrap" if integral else "saturate")
-        eq = X.Equivalence(timeout_s, integers=frozenset(
-            p.name for p in kernel.params if p.dtype in ir.INT_DTYPES))
+        eq = X.Equivalence(timeout_s, integers=integers)
         res = eq.equal(have, want)
         if res is None:
             out.append((store, "unknown", f"{store.dst.base} could not be compared with its contract: "

@@ -253,7 +253,8 @@ class _Launcher:
         a larger grid fails to launch at those sizes (a warning naming the sizes)."""
         out = []
         for axis, (g, limit) in enumerate(zip(self.grid, ir.GRID_MAX, strict=True)):
-            if Z.const_value(g) is not None and Z.const_value(g) <= limit:
+            fixed = Z.const_value(g)
+            if fixed is not None and fixed <= limit:
                 continue
             ext = self.k.grid[axis]
             where = ext.span if ext.span.line > 0 else self.k.span
@@ -306,8 +307,7 @@ class _Launcher:
                 f"TMA moves {name}, whose rows of {width} {param.dtype} are {rows} bytes, not a multiple of "
                 f"{ir.TMA_ROW_BYTES}: its tensor map cannot be built and the launch fails",
                 witness=self.witness(model),
-                hint=f"add `requires {width} % {ir.TMA_ROW_BYTES // esize if ir.TMA_ROW_BYTES % esize == 0 else 16}"
-                     f" == 0`"))
+                hint=f"add `requires {width} % {ir.TMA_ROW_BYTES // esize} == 0`"))
         return out
 
     def empty_grid(self, model, where) -> ObligationResult:
