@@ -10,7 +10,7 @@ import attrs
 from argus_verify import ir, roles
 from argus_verify.diagnostics import ArgusError, ArgusTypeError, Span
 from argus_verify.frontend import calls, control, header, views
-from argus_verify.frontend.builder import KernelBuilder, build_tagfn
+from argus_verify.frontend.builder import KernelBuilder
 from argus_verify.frontend.parser import parse
 from argus_verify.frontend.values import span_of
 
@@ -33,11 +33,10 @@ def compile_source(text: str, filename: str = "<string>", consts: Mapping[str, i
                 raise ArgusTypeError(f"tag function '{name_tok}' has the name of a builtin; rename it",
                                      _token_span(filename, name_tok))
             if str(name_tok) in tagfns:
-                first = tagfns[str(name_tok)].span
-                raise ArgusTypeError(f"tag function '{name_tok}' is defined twice (first at line {first.line})",
+                first = tagfns[str(name_tok)].children[0].line
+                raise ArgusTypeError(f"tag function '{name_tok}' is defined twice (first at line {first})",
                                      _token_span(filename, name_tok))
-            fn = build_tagfn(item, filename)
-            tagfns[fn.name] = fn
+            tagfns[str(name_tok)] = item  # built with the kernel (it may use its compile-time parameters)
         elif item.data == "kernel":
             name_tok = item.children[0]
             first = next((k for k in kernels if str(k.children[0]) == str(name_tok)), None)

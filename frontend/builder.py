@@ -28,7 +28,10 @@ class KernelBuilder:
     def __init__(self, tree: Tree, filename: str, tagfns: dict, overrides: Mapping[str, int]):
         self.tree = tree
         self.file = filename
-        self.tagfns: dict[str, ir.TagFn] = dict(tagfns)
+        # the file's tag functions: built (ir.TagFn), or their definitions, built once the kernel's
+        # compile-time parameters are known (a definition may use them)
+        self.tagfns: dict[str, ir.TagFn] = {k: v for k, v in tagfns.items() if isinstance(v, ir.TagFn)}
+        self.tagfn_defs: list[Tree] = [v for v in tagfns.values() if not isinstance(v, ir.TagFn)]
         self.overrides = dict(overrides)
         self.scopes: list[dict] = [{}]
         self.sizes: list[str] = []
@@ -62,6 +65,9 @@ class KernelBuilder:
 
     def build(self) -> ir.Kernel:
         name_tok, suite = header.declare(self)
+        for d in self.tagfn_defs:
+            fn = self.tagfn(d)
+            self.tagfns[fn.name] = fn
         stmts = suite.children
         header.launch(self, stmts)
         self.assignments = control.assignments_of(stmts)
@@ -215,7 +221,7 @@ class KernelBuilder:
         return t
 
     def tagfn(self, n: Tree) -> ir.TagFn:
-        return build_tagfn(n, self.file)
+        return build_tagfn(n, self.file, self.consts)
 
     def int_of(self, node, what: str) -> ir.IExpr:
         v = self.value(node)
@@ -235,14 +241,19 @@ def _names_in(node) -> list[str]:
     return []
 
 
-def build_tagfn(n: Tree, filename: str) -> ir.TagFn:
-    """`tagfn name(params) = expr`: a pure integer function of its parameters."""
+def build_tagfn(n: Tree, filename: str, consts: Mapping[str, int] | None = None) -> ir.TagFn:
+    """`tagfn name(params) = expr`: a pure integer function of its parameters and of the kernel's
+    compile-time parameters `consts` (folded in as constants)."""
     name_tok, names, expr = n.children
     params = tuple(str(x) for x in names.children) if names is not None else ()
     b = KernelBuilder(n, filename, {}, {})
+    b.consts = dict(consts or {})
     for i, p in enumerate(params):
         if p in params[:i]:
             raise b.err(names.children[i], f"duplicate parameter '{p}' of tag function '{name_tok}'")
+        if p in b.consts:
+            raise b.err(names.children[i], f"parameter '{p}' of tag function '{name_tok}' has the name of a "
+                                           f"compile-time parameter of the kernel; rename it")
     b.scopes = [{p: IntVal(ir.IVar(p), True) for p in params}]
     v = b.value(expr)
     if not isinstance(v, IntVal):
