@@ -269,6 +269,7 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
                          threads of the block (lanes of the warp) reach
     mbarrier-phase,      (the block exits with a TMA copy in flight) the run stops at the copy's line
     bulk-group
+    mbarrier-phase       (threads that did not wait read a TMA copy) the run stops at the read
     reduction-coverage   an output differs from what the contract gives (float64), well beyond rounding
     (and mma tag-assertion / output-contract witnesses, whose operands other threads hold)
 
@@ -374,6 +375,10 @@ def reproduce(kernel: ir.Kernel, result, path: str | None = None) -> dict:
         # a TMA copy still in flight at the exit: the interpreter faults at it
         return _stops_at(kernel, w, path, line, out, (UNCHECKED, "the interpreter did not stop at that copy"),
                          "exits while")
+    if ob == "mbarrier-phase" and "which did not wait" in getattr(result, "message", ""):
+        # a read of a TMA copy by threads that did not acquire it: the interpreter faults at the read
+        return _stops_at(kernel, w, path, line, out, (UNCHECKED, "the interpreter did not stop at that read"),
+                         "did not wait")
     if ob == "reduction-coverage":  # a loop range or a lost iteration: the output differs from the contract
         found = _contract_mismatch(kernel, w, path)
         return out(*found) if found is not None else out(UNCHECKED, "no contract gives the output's values at "

@@ -91,7 +91,7 @@ class Launch:
         schedule = self.schedule
         shared = LockstepShared(len(blocks)) if schedule.lockstep_memory else SharedMemory(len(blocks))
         batch = BlockBatch(blocks, self.threads, shared, AsyncCopies(len(blocks), self.threads),
-                           schedule.copies == "early", HopperState(len(blocks)))
+                           schedule.copies == "early", HopperState(len(blocks), self.threads))
         if schedule.order == "warpgroups" or (schedule.lockstep and uses_roles(self.kernel)):
             # warpgroup roles (or the warpgroups schedule): one unit per warpgroup
             units = [ThreadGroup(self, batch, t0, min(128, self.threads - t0)) for t0 in range(0, self.threads, 128)]

@@ -7,6 +7,9 @@ wrong answer or a reported deadlock:
   on its mbarrier and the phase cannot complete without it; its bytes then count against the
   phase's expected transactions. A phase completes when its arrivals and its transaction bytes
   are both used up; a wait on a phase that no pending arrival or copy can complete is a deadlock.
+* what a TMA load wrote may be read (by a wgmma or a TMA store) only by threads that acquired it: a
+  wait that observed its phase, or a barrier() after such a wait; the read of any other thread of
+  the issuing warpgroup is an error (the verifier's `mbarrier-phase`).
 * a TMA's completion is lost on an mbarrier whose init was not fenced (fence_mbarrier_init) by
   the initialising thread: the async proxy need not see the init.
 * wgmma reads its shared operands when a `wgmma_wait` retires its group (so a stage refilled
@@ -90,8 +93,14 @@ class WgmmaOp:
 
 
 class HopperState:
-    def __init__(self, G: int):
+    def __init__(self, G: int, threads: int = 0):
         self.G = G
+        # per landed TMA copy (its number: SharedMemory.landed), the threads of its block that may read
+        # what it wrote: those whose mbarrier wait observed its phase, and all after a barrier() since
+        self.acquired = np.zeros((0, threads), dtype=bool)
+        self.copy_block: list[int] = []  # per landed copy, its block
+        self.copy_span: list = []  # per landed copy, the tma_load
+        self.phase_copies: dict = {}  # (barrier, block, index, phase) -> the copies that phase completed
         self.bars: dict[str, Barriers] = {}
         self.tmas: list[Tma] = []
         self.ops: list[WgmmaOp] = []
@@ -106,7 +115,10 @@ class HopperState:
 
     def before_barrier(self, shared) -> None:
         """A barrier() publishes the threads' shared writes: a retired store's tile written since its
-        wait by a thread other than the waiting one may have been read with those values."""
+        wait by a thread other than the waiting one may have been read with those values. It also
+        orders every thread after the waits before it: a copy one thread acquired, all now have."""
+        if len(self.acquired):
+            self.acquired[self.acquired.any(axis=1)] = True
         for store, g, tid, arr in self.bulk_released:
             if isinstance(shared, LockstepShared):
                 writer = shared.pend_writer[store.shared][g, store.off]
@@ -114,6 +126,19 @@ class HopperState:
                 if late.any():
                     _write_global(arr, store, np.where(late, np.nan, _global_values(arr, store)))
         self.bulk_released = []
+
+
+def _thread_ranges(tids: np.ndarray) -> str:
+    """`0..127, 130` for a sorted array of thread ids."""
+    parts, start = [], None
+    ids = sorted(int(x) for x in tids)
+    for k, x in enumerate(ids):
+        if start is None:
+            start = x
+        if k + 1 == len(ids) or ids[k + 1] != x + 1:
+            parts.append(f"{start}" if start == x else f"{start}..{x}")
+            start = None
+    return ", ".join(parts)
 
 
 def _global_values(arr: np.ndarray, store) -> np.ndarray:
@@ -232,6 +257,7 @@ class HopperOps:
                     if bars.phase[gb, ib] % 2 == pb:
                         missing.append((int(gb), ib, pb))
             if not missing:
+                self._acquire(s.bar.base, bars, g, t, i, parity)
                 return
             gb, ib, pb = missing[0]
             yield Blocked(s, f"{s.bar.base}[{ib}] for the phase of parity {pb} (phase {int(bars.phase[gb, ib])}, "
@@ -251,7 +277,32 @@ class HopperOps:
                             f"{int(bars.phase[gb, ib])}) in block {self._block(gb)}: it never completes "
                             f"({int(bars.pending[gb, ib])} arrival(s) and {int(bars.tx[gb, ib])} transaction "
                             f"byte(s) outstanding, no TMA in flight to it)", s.span)
-        # what the phase completed is now visible to the waiting threads (acquire)
+        self._acquire(s.bar.base, bars, g, t, i, parity)
+
+    def _acquire(self, bar: str, bars: Barriers, g, t, i, parity) -> None:
+        """What the phase a wait observed completed (its TMA copies) is now visible to the waiting
+        threads, and to them only (until a barrier())."""
+        st = self.hopper()
+        for gb, tb, ib, pb in zip(g.tolist(), self.tids[t].tolist(), i.tolist(), parity.tolist(), strict=True):
+            done = int(bars.phase[gb, ib]) - 1  # the last completed phase: its parity is pb's
+            if done >= 0 and done % 2 == pb:
+                for cid in st.phase_copies.get((bar, gb, ib, done), ()):
+                    st.acquired[cid, tb] = True
+
+    def _check_acquired(self, name: str, g: int, off: np.ndarray, threads: np.ndarray, what: str, span) -> None:
+        """Fault where `threads` of block g read elements of `name` at `off` that a TMA copy wrote and
+        that not every one of them acquired (an mbarrier wait on its phase, or a barrier() after one)."""
+        st = self.hopper()
+        landed = self.batch.shared.landed[name][g]
+        inside = (off >= 0) & (off < len(landed))
+        cids = np.unique(landed[np.where(inside, off, 0)][inside])
+        for cid in cids[cids >= 0].tolist():
+            lacking = threads[~st.acquired[cid, threads]]
+            if len(lacking):
+                raise ArgusRuntimeError(
+                    f"{what} reads {name} for threads {_thread_ranges(lacking)} of block {self._block(g)}, which did "
+                    f"not wait for the TMA copy (line {st.copy_span[cid].line}) that wrote it: no mbarrier wait of "
+                    "theirs on its phase, and no barrier() since a thread's that did", span)
 
     def _deliver_one(self, st: HopperState, bar: str, gb: int, ib: int) -> bool:
         """Land the oldest TMA in flight to barrier (bar, ib) of block gb; False if there is none."""
@@ -262,8 +313,13 @@ class HopperOps:
             if not len(hit):
                 continue
             j = int(hit[0])
-            self._write_async(tma.shared, np.array([gb]), tma.off[j][None, :], tma.vals[j][None, :])
             bars = st.bars[bar]
+            cid = len(st.copy_block)
+            st.copy_block.append(gb)
+            st.copy_span.append(tma.span)
+            st.acquired = np.concatenate([st.acquired, np.zeros((1, self.batch.threads), dtype=bool)])
+            st.phase_copies.setdefault((bar, gb, ib, int(bars.phase[gb, ib])), []).append(cid)
+            self._write_async(tma.shared, np.array([gb]), tma.off[j][None, :], tma.vals[j][None, :], cid)
             if bars.fenced[gb, ib]:
                 bars.tx[gb, ib] -= tma.nbytes
                 self._complete(bars)
@@ -277,14 +333,16 @@ class HopperOps:
             return True
         return False
 
-    def _write_async(self, name: str, g: np.ndarray, off: np.ndarray, vals: np.ndarray) -> None:
-        """An async-proxy write: visible to every thread once its completion is observed."""
+    def _write_async(self, name: str, g: np.ndarray, off: np.ndarray, vals: np.ndarray, cid: int = -1) -> None:
+        """An async-proxy write: visible to the threads that observe its completion (`cid`: the landed
+        copy's number, whose acquirers may read it; -1: no such bookkeeping)."""
         sh = self.batch.shared
         keep = (off >= 0) & (off < sh.mem[name].shape[1])  # a box that does not fit writes elsewhere
         gg = np.broadcast_to(g[:, None], off.shape)[keep]
         off = off[keep]
         vals = np.broadcast_to(vals, keep.shape)[keep]
         sh.mem[name][gg, off] = vals
+        sh.landed[name][gg, off] = cid
         if isinstance(sh, LockstepShared):
             sh.pend_writer[name][gg, off] = -1
         sh.generic[name][gg, off] = -1
@@ -374,6 +432,7 @@ class HopperOps:
         for j in range(len(g)):
             gb, tid = int(g[j]), int(self.tids[t[j]])
             off = base[j] + hw
+            self._check_acquired(s.src.base, gb, off, np.array([tid]), "tma_store", s.span)
             store = BulkStore(s.dst.base, r0[j] + np.arange(rows), c0[j] + np.arange(cols), s.src.base, off,
                               self._async_read(s.src.base, gb, off), s.span)
             st.bulk_open.setdefault((gb, tid), []).append(store)
@@ -467,6 +526,10 @@ class HopperOps:
             hw = hopper.wgmma_table(operand, shape, ir.DTYPE_BYTES[alloc.dtype]) // ir.DTYPE_BYTES[alloc.dtype]
             base = self._view_base(view, env)[:, 0]
             offs.append(base[:, None, None] + hw[None])
+        for gb in np.nonzero(blocks)[0]:  # the whole warpgroup reads the operands
+            for (which, view), off in zip((("A", op.a), ("B", op.b)), offs, strict=True):
+                self._check_acquired(view.base, int(gb), off[gb], self.tids[active[gb]],
+                                     f"wgmma (operand {which})", s.span)
         prev = self.wg().latest.get(op.c, np.full(self.G, -1))
         c_val = np.array(env[op.c], copy=True, dtype=np.float32)
         if op.c in self.wg().unfenced:

@@ -30,12 +30,16 @@ class SharedMemory:
         self.mem: dict[str, np.ndarray] = {}  # [G, elements]
         # thread of the last ordinary (generic-proxy) write not yet ordered by its fence_proxy_async
         self.generic: dict[str, np.ndarray] = {}
+        # the TMA copy (runtime/interp_hopper.py's copy number) whose landing wrote each element last,
+        # -1 after an ordinary write: whose mbarrier wait a reader needs
+        self.landed: dict[str, np.ndarray] = {}
 
     def allocate(self, alloc: ir.SharedAlloc) -> None:
         if alloc.name not in self.mem:  # every unit executes the allocation; the memory is the block's
             self.allocs[alloc.name] = alloc
             self.mem[alloc.name] = self.poisoned(alloc)
             self.generic[alloc.name] = np.full((self.G, alloc.size_elems), -1, dtype=np.int32)
+            self.landed[alloc.name] = np.full((self.G, alloc.size_elems), -1, dtype=np.int64)
 
     def poisoned(self, alloc: ir.SharedAlloc) -> np.ndarray:
         return np.full((self.G, alloc.size_elems), np.nan, dtype=ir.numpy_dtype(alloc.dtype))
@@ -46,6 +50,7 @@ class SharedMemory:
     def write(self, name: str, g, off, vals, t) -> None:
         self.mem[name][g, off] = vals
         self.generic[name][g, off] = t
+        self.landed[name][g, off] = -1
 
     def barrier(self) -> None:
         """Nothing to publish: stores already landed."""
@@ -75,6 +80,7 @@ class LockstepShared(SharedMemory):
         self.pend_val[name][g, off] = vals
         self.pend_writer[name][g, off] = t
         self.generic[name][g, off] = t
+        self.landed[name][g, off] = -1
 
     def barrier(self):
         for name, mem in self.mem.items():

@@ -32,7 +32,7 @@ def drive_roles(units: list, batch, first: bool = False) -> None:
     kernel = units[0].launch.kernel
     names = _role_names(kernel)
     for u in units:
-        u.unit_hopper = HopperState(batch.G)
+        u.unit_hopper = HopperState(batch.G, batch.threads)
     states = [UnitState(u, u.run()) for u in units]
     hop = batch.hopper
     while True:

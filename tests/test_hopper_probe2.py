@@ -6,7 +6,8 @@ buggy kernel (violated at the right obligation and line) and its correct neighbo
    error in the interpreter at the exit.
 2. Only some threads of a warpgroup wait on the `full` mbarrier, then the whole warpgroup issues the
    wgmma that reads the stage: `mbarrier.try_wait` acquires only for the threads that run it.
-   `mbarrier-phase` at the wgmma, unless a barrier() after the wait orders the other threads.
+   `mbarrier-phase` at the wgmma, unless a barrier() after the wait orders the other threads; the
+   interpreter stops at that wgmma, and the replay reproduces the witness.
 3. `wgmma_commit(); wgmma_commit(); wgmma_wait(3)`: the second commit makes an empty group, which
    `wgmma.wait_group` counts (PTX ISA, wgmma.commit_group): proved, and right in the interpreter;
    with `wgmma_wait(4)` the stage is refilled under a wgmma in flight: `stage-reuse`.
@@ -117,9 +118,29 @@ def test_a_wait_of_some_threads_does_not_order_the_warpgroups_wgmma(name, line, 
     assert "role:" in r.explanation[0] and "kt = 0" in r.explanation[0]
 
 
+@pytest.mark.parametrize("name,line,missing", [
+    ("w03_lane0_waits", 38, "threads 1..127, 129..255"),
+    ("g11_warp0_waits", 35, "threads 32..127"),
+    ("w02_warp0_of_each_wg_waits", 38, "threads 32..127, 160..255"),
+    ("r10_t0_waits_full", 42, "threads 1..127"),
+])
+def test_the_interpreter_stops_where_threads_that_did_not_wait_read_the_copy(name, line, missing):
+    # a wait acquires the copy for the threads that run it (and a barrier() after it, for all)
+    with pytest.raises(ArgusRuntimeError, match="which did not wait for the TMA copy") as e:
+        _run(name, 64, 64, 64)
+    assert e.value.span.line == line and f"reads sA for {missing} of block" in str(e.value.args[0])
+    (r,) = _violated(name)
+    out = replay.reproduce(compile_file(str(_spec(name))), r, str(_spec(name)))
+    assert out["status"] == replay.REPRODUCED, out
+
+
 def test_a_barrier_after_the_wait_of_one_thread_orders_the_others():
     # thread 0 waits, then barrier(): the other threads' reads happen after its acquire
     _all_proved("g12_t0_waits_then_barrier")
+    a, b, ref = bf16_inputs(130, 136, 200)
+    k = compile_file(str(_spec("g12_t0_waits_then_barrier")))
+    out = interp.run(k, {"A": a, "B": b}, {"M": 130, "N": 136, "K": 200})["C"]
+    assert rel_err(out, ref) < 1e-6
 
 
 def test_the_warpgroup_granularity_case_stays_violated(tmp_path):
