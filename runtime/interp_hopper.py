@@ -117,8 +117,8 @@ class HopperState:
         """A barrier() publishes the threads' shared writes: a retired store's tile written since its
         wait by a thread other than the waiting one may have been read with those values. It also
         orders every thread after the waits before it: a copy one thread acquired, all now have."""
-        if len(self.acquired):
-            self.acquired[self.acquired.any(axis=1)] = True
+        live = self.acquired[:len(self.copy_block)]
+        live[live.any(axis=1)] = True
         for store, g, tid, arr in self.bulk_released:
             if isinstance(shared, LockstepShared):
                 writer = shared.pend_writer[store.shared][g, store.off]
@@ -126,6 +126,17 @@ class HopperState:
                 if late.any():
                     _write_global(arr, store, np.where(late, np.nan, _global_values(arr, store)))
         self.bulk_released = []
+
+    def new_copy(self, g: int, span, threads: int) -> int:
+        """Number a landed TMA copy of block g; no thread has acquired it yet."""
+        cid = len(self.copy_block)
+        if cid == len(self.acquired):  # (grown by doubling: a long run lands thousands of copies)
+            grown = np.zeros((max(16, 2 * cid), threads), dtype=bool)
+            grown[:cid] = self.acquired
+            self.acquired = grown
+        self.copy_block.append(g)
+        self.copy_span.append(span)
+        return cid
 
 
 def _thread_ranges(tids: np.ndarray) -> str:
@@ -314,10 +325,7 @@ class HopperOps:
                 continue
             j = int(hit[0])
             bars = st.bars[bar]
-            cid = len(st.copy_block)
-            st.copy_block.append(gb)
-            st.copy_span.append(tma.span)
-            st.acquired = np.concatenate([st.acquired, np.zeros((1, self.batch.threads), dtype=bool)])
+            cid = st.new_copy(gb, tma.span, self.batch.threads)
             st.phase_copies.setdefault((bar, gb, ib, int(bars.phase[gb, ib])), []).append(cid)
             self._write_async(tma.shared, np.array([gb]), tma.off[j][None, :], tma.vals[j][None, :], cid)
             if bars.fenced[gb, ib]:
