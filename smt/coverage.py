@@ -191,6 +191,7 @@ class Coverage:
         self.windows: dict[Key, Window] = {}
         self.problems: list[Problem] = []
         self.reported: list[int] = []  # problems that reach an output
+        self.reported_at: dict[int, set] = {}  # problem -> the outputs whose stores it reaches
         self.shared: dict[str, dict] = {}
         self.allocs: dict[str, ir.SharedAlloc] = {}
         self.frag_types: dict[str, ir.FragType] = {}
@@ -218,7 +219,9 @@ class Coverage:
         self.walk(kernel.body, env, None, np.ones(self.B, bool))
         for key, w in list(self.windows.items()):
             if w.extras:
-                if not self.reported:  # (a reported problem already decides the obligation)
+                # (a reported problem decides its output's obligation; with several outputs, only
+                # when every output with a contract has one is the check of the pieces not needed)
+                if not all(self.reported_for(c.tensor) for c in kernel.contracts) or not kernel.contracts:
                     self.check_pieces(key, w, timeout_s)
                 self.windows[key] = self.whole_walk(key, w)
 
@@ -679,6 +682,14 @@ class Coverage:
         if combines is not None and len(provs) == 2:
             for key in set(provs[0].entries) | set(provs[1].entries):
                 parts = [p.entries.get(key) for p in provs]
+                if all(e is not None and e.op is None for e in parts) and \
+                        np.array_equal(parts[0].counts, parts[1].counts):
+                    # both operands hold the same element at every value of every thread (`b + a` of
+                    # two loads of one view): an elementwise function of it, as `b - a` is, not two
+                    # elements combined; what the function is, the contract's expression decides
+                    # (smt/reduction_flow.check_expressions: `sum(x + x)` is not `sum(x)`)
+                    entries[key] = parts[0]
+                    continue
                 if all(e is None or e.op in (None, combines) for e in parts):
                     counts = sum(e.counts for e in parts if e is not None)
                     entries[key] = Entry(combines, counts)
@@ -886,7 +897,7 @@ class Coverage:
                     if guessed is not None:
                         raise Unsupported(f"thread {t} stores an incomplete reduction unless {guessed.reason}; "
                                           "which threads store is beyond the analysis", s.span)
-                    self.reported.append(int(bad[t, v]))
+                    self.report(int(bad[t, v]), s.dst.base)
                     return
 
     def tma_store(self, s: ir.TmaStore):
@@ -900,7 +911,19 @@ class Coverage:
         prov = self.read_shared(s.src, ir.FragType(self.allocs[s.src.base].dtype, tv), s.span)
         bad = self.finish_all(s.span, {k: e for k, e in prov.entries.items() if e.op is not None}, prov.bad)
         if (bad >= 0).any():
-            self.reported.append(int(bad[bad >= 0][0]))
+            self.report(int(bad[bad >= 0][0]), s.dst.base)
+
+    def report(self, problem: int, output: str):
+        """Problem `problem` reaches a store to `output`."""
+        self.reported.append(problem)
+        self.reported_at.setdefault(problem, set()).add(output)
+
+    def reported_for(self, output: str) -> list:
+        """The problems that reach a store to `output`, first reported first; a problem that reaches
+        only outputs without a contract counts for every output (as before: nothing says whose it is)."""
+        contracted = {c.tensor for c in self.k.contracts}
+        return [i for i in dict.fromkeys(self.reported)
+                if output in self.reported_at.get(i, ()) or not (self.reported_at.get(i, set()) & contracted)]
 
     def finish_all(self, span, entries: dict, bad: np.ndarray) -> np.ndarray:
         """Reductions that end here: values whose counts are not complete become bad."""

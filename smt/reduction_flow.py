@@ -20,13 +20,23 @@ import functools
 import math
 
 import attrs
+import numpy as np
+import z3
 
 from argus_verify import ir, semantics
 from argus_verify.smt import contract_expr as X
-from argus_verify.smt.coverage import accumulation_chain, mentions, subst
+from argus_verify.smt.coverage import accumulation_chain, mentions, subst, z3_int
 
-# stand-ins for an unknown finite operand when a padding value is pushed through an operation
+# stand-ins for an unknown finite operand when a padding value is pushed through an operation; the
+# largest finite values of the fragment's type join them (`_samples`), so that a padding that a large
+# operand would absorb (`(p + y) - p`) or overflow is not taken for a constant
 _FINITE_SAMPLES = (-2.5, 0.0, 3.0)
+
+
+def _samples(dtype: str | None) -> list:
+    big = float(np.finfo(ir.numpy_dtype(dtype)).max) if dtype in ("f64", "f32", "f16") else \
+        (3.3895313892515355e38 if dtype == "bf16" else None)
+    return list(_FINITE_SAMPLES) + ([big, -big] if big is not None else [])
 
 
 @attrs.frozen
@@ -82,13 +92,24 @@ def _same(values) -> float | None:
     return first
 
 
-def _apply(op: str, args: list) -> float:
-    import numpy as np
-
+def _round(x: float, dtype: str | None) -> float:
+    """x as a register of `dtype` holds it (f32 overflows to inf past 3.4e38); float64 for no type."""
+    if dtype not in ir.FLOAT_DTYPES:
+        return float(x)
     with np.errstate(all="ignore"):
+        return float(semantics.round_to(np.float64(x), dtype))
+
+
+def _apply(op: str, args: list, dtype: str | None = None) -> float:
+    """`op` on `args` as the interpreter and the GPU compute it for a fragment of `dtype`: the
+    operands in that type, the result rounded to it (so that a product past the type's range is inf,
+    not the real number); float64 where the type is not a float's."""
+    with np.errstate(all="ignore"):
+        store = ir.numpy_dtype(dtype) if dtype in ir.FLOAT_DTYPES else np.float64
+        vals = [np.asarray(_round(a, dtype), dtype=store) for a in args]
         if len(args) == 1:
-            return float(semantics.FLOAT_UNARY[op].ref(np.float64(args[0])))
-        return float(semantics.FLOAT_BINARY[op].ref(np.float64(args[0]), np.float64(args[1])))
+            return _round(semantics.FLOAT_UNARY[op].ref(vals[0]), dtype)
+        return _round(semantics.FLOAT_BINARY[op].ref(vals[0], vals[1]), dtype)
 
 
 class ReductionFlow:
@@ -104,6 +125,7 @@ class ReductionFlow:
         self._seen: set = set()
         self.pad_sites: dict = {}
         self.dtypes: dict[str, str] = {}  # fragment name -> its dtype (the source of a cast)
+        self._may_pad: dict = {}  # (view, dim) -> whether a masked load of it can pad along dim
         env: dict = {}
         self.walk(kernel.body, env, loops=())
 
@@ -272,12 +294,29 @@ class ReductionFlow:
         if bad is not None:
             o, value = bad
             identity = semantics.REDUCE_OPS[reduce_op].identity
-            self.report("padding", self.pad_sites.get((o, value), st.span),
+            span, pads = self.padding_source(o, value, st.span)
+            self.report("padding", span,
                         f"'{st.name}' accumulates over the loop at line {loop.span.line} elements of {o.tensor} "
-                        f"beyond its dimension {o.dim} that a masked load pads with {_fmt([value])}, not the "
+                        f"beyond its dimension {o.dim} that {pads('a masked load')}, not the "
                         f"identity of {reduce_op} ({identity:g})",
-                        f"pad with other={_literal(identity)} in the masked load", value=value, identity=identity)
+                        f"pad with other={_literal(identity)} in the masked load", value=value, identity=identity,
+                        padded=_padded_witness(o, value, f"'{st.name}' ({reduce_op} over the loop at line "
+                                                         f"{loop.span.line})"))
         return frozenset((reduce_op, o) for o in walked)
+
+    def padding_source(self, o: Origin, value, fallback) -> tuple:
+        """(span, words) of the masked load whose padding along `o` reaches a reduction as `value`:
+        the load, and `words(name of the load)` saying what it pads with and, where the two differ, what
+        that becomes on the way (3e38 * 2 is inf in f32)."""
+        if (o, value) in self.pad_sites:
+            return self.pad_sites[(o, value)], lambda load: f"{load} pads with {_fmt([value])}"
+        loads = [(v, sp) for (origin, v), sp in self.pad_sites.items() if origin == o]
+        if not loads:
+            return fallback, lambda load: f"{load} pads with {_fmt([value])}"
+        shown = " or ".join(f"{v:g} (line {sp.line})" for v, sp in loads)
+        verb = "pads" if len(loads) == 1 else "pad"
+        return loads[0][1], lambda load: (f"{'masked loads' if len(loads) > 1 else load} {verb} with {shown}, which "
+                                          f"the operations on the way turn into {_fmt([value])}")
 
     @functools.cached_property
     def lets(self) -> dict:
@@ -287,6 +326,34 @@ class ReductionFlow:
             if isinstance(st, ir.Let):
                 lets[st.name] = subst(st.value, lets)
         return lets
+
+    def may_pad(self, view: ir.View, dim: int) -> bool:
+        """Whether a masked load of `view` can pad an element of dimension `dim`: some admissible
+        launch (sizes at least 1 under the kernel's `requires`; block ids, loop variables and
+        integer parameters any integers, a superset) puts a position of the view along `dim` below 0
+        or past the dimension's extent. False only where the solver proves no launch does; an
+        expression it cannot read, or a solver that gives up, leaves the padding in."""
+        it = view.index[dim]
+        width = it.extent if isinstance(it, ir.Slice) else 1
+        key = (view, dim)
+        if key not in self._may_pad:
+            self._may_pad[key] = self._reaches_outside(it.start if isinstance(it, ir.Slice) else it.index, width,
+                                                       self.k.param(view.base).shape[dim])
+        return self._may_pad[key]
+
+    def _reaches_outside(self, start, width: int, extent) -> bool:
+        env = {n: z3.Int(n) for n in self.k.sizes}
+        try:
+            cons = [v >= 1 for v in env.values()]
+            cons += [_truth(z3_int(_free(r, env), env)) for r in self.k.requires]
+            lo = z3_int(_free(subst(start, self.lets), env), env)
+            n = z3_int(_free(extent, env), env)
+        except (KeyError, TypeError, z3.Z3Exception):
+            return True
+        solver = z3.Solver()
+        solver.set("timeout", 2000)
+        solver.add(*cons, z3.Or(lo < 0, lo + width > n))
+        return solver.check() != z3.unsat
 
     def loop_origins(self, loop: ir.For) -> set:
         """Input dimensions along which a global load in the loop's body moves with its variable."""
@@ -311,7 +378,8 @@ class ReductionFlow:
                             f"'{st.name}' accumulates over the loop at line {loop.span.line} with '{opname}', "
                             "which is not a reduction operator (sum, max or min)",
                             "accumulate partial results with the contract's operator, e.g. acc = acc + part",
-                            operator=opname)
+                            operator=opname, what=f"at every iteration of the loop at line {loop.span.line}: "
+                                                  f"{st.name} = {st.name} {opname} ...")
             return
         if addend is not None:
             made_here = self.loop_combines(loop)
@@ -324,7 +392,10 @@ class ReductionFlow:
                                 f"combined across iterations of the loop at line {loop.span.line} with "
                                 f"'{opname}' ({reduce_op})",
                                 f"combine partial {fop}s with the {fop}'s own operator",
-                                operator=opname, expected=fop)
+                                operator=opname, expected=fop,
+                                what=f"{st.name} = {st.name} {opname} (a partial {fop} of {origin.tensor}'s "
+                                     f"dimension {origin.dim}) at every iteration of the loop at line "
+                                     f"{loop.span.line}")
         self.check_init(st, reduce_op, init, addend)
 
     def check_init(self, st, reduce_op: str, init: Flow, addend: Flow | None = None):
@@ -336,18 +407,20 @@ class ReductionFlow:
                         f"'{st.name}' accumulates a {reduce_op} starting from {init.const:g}, which is not the "
                         f"identity of {reduce_op} ({identity:g})",
                         f"start the accumulator at {identity:g} (e.g. full(..., {identity:g}, tv=...))",
-                        value=init.const, identity=identity)
+                        value=init.const, identity=identity,
+                        what=f"'{st.name}' holds {init.const:g} before its first {reduce_op} (line {st.span.line})")
 
     # -- fragment operations ---------------------------------------------------------------------
     def assign(self, s: ir.Assign, env, loops) -> Flow:
         op = s.op
         rank = len(s.type.tile)
         if isinstance(op, ir.Load):
-            return self.load(op, rank, loops, s.span)
+            return self.load(op, rank, loops, s.span, s.type.dtype)
         if isinstance(op, ir.Ldmatrix):  # a shared-memory load with the ISA's lane layout
             return self.load(ir.Load(op.src, op.rows, False), rank, loops, s.span)
         if isinstance(op, ir.Full):
-            return Flow((None,) * rank, const=float(op.value), expr=("const", float(op.value)))
+            value = _round(float(op.value), s.type.dtype)
+            return Flow((None,) * rank, const=value, expr=("const", value))
         if isinstance(op, ir.Elementwise):
             return self.elementwise(s, op, env, rank)
         if isinstance(op, ir.Reduce):
@@ -381,7 +454,7 @@ class ReductionFlow:
             return tuple(self.load(ir.Load(v, None, False), len(v.tile), ()) for v in (op.a, op.b))
         return env.get(op.a), env.get(op.b)
 
-    def load(self, op: ir.Load, rank: int, loops, span=None) -> Flow:
+    def load(self, op: ir.Load, rank: int, loops, span=None, dtype: str | None = None) -> Flow:
         view = op.src
         if view.space == "shared":
             held = self.shared.get(view.base)
@@ -392,9 +465,14 @@ class ReductionFlow:
             return attrs.evolve(held, axes=axes, aligned=tuple(held.along(d) if d < len(held.axes) else frozenset()
                                                                for d in dims))
         axes = tuple(Origin(view.base, d) for d in view.tile_axes())
-        padding = tuple((o, float(op.other)) for o in axes) if op.mask else ()
-        for o in axes if op.mask and span is not None else ():
-            self.pad_sites.setdefault((o, float(op.other)), span)  # where a padding value comes from
+        # the padding as the fragment holds it (other=1e39 in an f32 load is inf), along the
+        # dimensions where the view can reach outside the tensor under the kernel's `requires`
+        # (`requires N == COLS` with a view 0 : COLS: no element of dimension 1 is ever padded)
+        other = _round(float(op.other), dtype)
+        padded = [o for o in axes if self.may_pad(view, o.dim)] if op.mask else []
+        padding = tuple((o, other) for o in padded)
+        for o in padded if span is not None else ():
+            self.pad_sites.setdefault((o, other), span)  # where a padding value comes from
         return Flow(axes, padding=padding, expr=("elem", view.base), aligned=tuple(frozenset({o}) for o in axes))
 
     def elementwise(self, s, op: ir.Elementwise, env, rank) -> Flow:
@@ -404,9 +482,11 @@ class ReductionFlow:
         axes = max((f.axes for f in frags), key=len, default=(None,) * rank)
         families = frozenset().union(*[f.families for f in frags]) if frags else frozenset()
         const = None
+        dtype = s.type.dtype
         if all(f is None or f.const is not None for f in flows) and all(
                 c is not None or f is not None for c, f in zip(consts, flows, strict=True)):
-            const = _apply(op.op, [f.const if f is not None else c for f, c in zip(flows, consts, strict=True)])
+            const = _apply(op.op, [f.const if f is not None else c for f, c in zip(flows, consts, strict=True)],
+                           dtype)
         terms = [f.expr if f is not None else (("const", c) if c is not None else self.scalar_term(a))
                  for f, c, a in zip(flows, consts, op.args, strict=True)]
         if len(terms) == 2:
@@ -421,7 +501,8 @@ class ReductionFlow:
             shared = frozenset().union(*[frags[0].along(i) for i in range(len(frags[0].axes))]) & \
                 frozenset().union(*[frags[1].along(i) for i in range(len(frags[1].axes))])
             combined |= {(monoid, o) for o in shared}
-        return Flow(axes, families, self.padding_through(op.op, flows, consts), const, expr, aligned, combined)
+        return Flow(axes, families, self.padding_through(op.op, flows, consts, dtype), const, expr, aligned,
+                    combined)
 
     def scalar_term(self, arg):
         """The term of a floating-point scalar parameter (`xs * alpha`); None for any other operand
@@ -429,9 +510,10 @@ class ReductionFlow:
         name = ir.float_scalar_param(self.k, arg)
         return ("scalar", name) if name is not None else None
 
-    def padding_through(self, opname, flows, consts) -> tuple:
+    def padding_through(self, opname, flows, consts, dtype: str | None = None) -> tuple:
         """Padded elements pushed through an elementwise op: other operands are their own padding,
-        a constant, or any finite value (the result must not depend on which)."""
+        a constant, or any finite value (the result must not depend on which), computed as a
+        fragment of `dtype` computes it (rounded to the type: a product past its range is inf)."""
         keys = []
         for f in flows:
             for o, _ in (f.padding if f is not None else ()):
@@ -443,20 +525,20 @@ class ReductionFlow:
             unknown = False
             for f, c in zip(flows, consts, strict=True):
                 if f is None:
-                    choices.append([c] if c is not None else list(_FINITE_SAMPLES))
+                    choices.append([c] if c is not None else _samples(dtype))
                     continue
                 padded, v = f.pad(origin)
                 if padded and v is None:
                     unknown = True
                     break
                 choices.append(list(_values(v)) if padded else
-                               ([f.const] if f.const is not None else list(_FINITE_SAMPLES)))
+                               ([f.const] if f.const is not None else _samples(dtype)))
             if unknown:
                 out.append((origin, None))
                 continue
             results = []
             for combo in _product(choices):
-                results.append(_apply(opname, combo))
+                results.append(_apply(opname, combo, dtype))
             out.append((origin, _same(results)))
         return tuple(out)
 
@@ -472,12 +554,14 @@ class ReductionFlow:
         bad = _non_identity_padding(src, sorted(reduced, key=lambda o: (o != origin, o.tensor, o.dim)), op.op)
         if bad is not None:
             o, value = bad
-            self.report("padding", self.pad_sites.get((o, value), s.span),
+            span, pads = self.padding_source(o, value, s.span)
+            self.report("padding", span,
                         f"reduce_{op.op} (line {s.span.line}) combines elements of {o.tensor} beyond its "
-                        f"dimension {o.dim} that this masked load pads with {_fmt([value])}, not the identity of "
+                        f"dimension {o.dim} that {pads('this masked load')}, not the identity of "
                         f"{op.op} ({identity:g})",
                         f"pad with other={_literal(identity)} in the masked load, or keep padded elements out "
-                        "of the reduction", value=value, identity=identity)
+                        "of the reduction", value=value, identity=identity,
+                        padded=_padded_witness(o, value, f"reduce_{op.op} (line {s.span.line})"))
         padding = tuple((o, v) for o, v in src.padding if o not in reduced)
         return Flow(src.axes, frozenset(families), padding, expr=X.reduction(op.op, src.expr), aligned=src.aligned,
                     combined=src.combined)
@@ -538,6 +622,26 @@ class ReductionFlow:
             self.outputs.append((s, flow))
 
 
+def _free(e, env: dict):
+    """`e` with every name that is not a size (a block id, a loop variable, an integer parameter,
+    a thread's id) an unconstrained integer of `env` (added to it)."""
+    if isinstance(e, ir.ISpecial):
+        name = f"%{e.which}"
+        env.setdefault(name, z3.FreshInt(e.which))
+        return ir.IVar(name)
+    if isinstance(e, ir.IVar):
+        env.setdefault(e.name, z3.FreshInt(e.name))
+        return e
+    if isinstance(e, (ir.IBin, ir.IUn, ir.ISelect)):
+        return attrs.evolve(e, **{f.name: _free(getattr(e, f.name), env) for f in attrs.fields(type(e))
+                                  if f.name != "span" and not isinstance(getattr(e, f.name), str)})
+    return e
+
+
+def _truth(x):
+    return x != 0 if not z3.is_bool(x) else x
+
+
 def _reshaped(src: Flow, before: tuple, after: tuple) -> Flow | None:
     """A reshape that only inserts or drops axes of extent 1 (`reshape(v, 1, 256)` of a [256] tile):
     element k of every other axis stays element k, so those axes keep their origins (a bias or a
@@ -557,6 +661,12 @@ def _reshaped(src: Flow, before: tuple, after: tuple) -> Flow | None:
         if i < len(src.axes):
             axes[j], aligned[j] = src.axes[i], src.along(i)
     return attrs.evolve(src, axes=tuple(axes), aligned=tuple(aligned))
+
+
+def _padded_witness(o: Origin, value, where: str) -> str:
+    """The witness text of a padding finding: which elements are padded and what they enter with."""
+    return (f"the padded elements of {o.tensor} past the extent of its dimension {o.dim} enter {where} as "
+            f"{_fmt([value])}")
 
 
 def _values(v) -> tuple | None:
@@ -723,7 +833,10 @@ def check_outputs(kernel: ir.Kernel, flow: ReductionFlow) -> None:
                     f"{store.dst.base} does not receive the contract's reductions: " + "; ".join(parts),
                     f"the contract (line {contract.span.line}) says {store.dst.base} = ...; reduce along the "
                     "dimensions it names, with its operators",
-                    want=[_fam(x) for x in sorted(want, key=str)], have=[_fam(x) for x in sorted(have, key=str)])
+                    want=[_fam(x) for x in sorted(want, key=str)], have=[_fam(x) for x in sorted(have, key=str)],
+                    what=f"the value stored at line {store.span.line} aggregates "
+                         f"{', '.join(_fam(x) for x in sorted(have, key=str)) or 'no reduction'}; the contract: "
+                         f"{', '.join(_fam(x) for x in sorted(want, key=str)) or 'no reduction'}")
 
 
 def _fam(f) -> str:

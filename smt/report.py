@@ -103,9 +103,9 @@ class ObligationResult:
             src = render_source(loc)
             if src:
                 lines.append(src)
-        w = self.witness
-        if w:
-            lines.append("  witness: " + format_witness(w))
+        shown = format_witness(self.witness) if self.witness else ""
+        if shown:  # (a witness of keys the text does not show, e.g. only a line, prints no empty line)
+            lines.append("  witness: " + shown)
         for e in self.explanation:
             lines.append("    " + e)
         if self.path:
@@ -141,10 +141,12 @@ def format_witness(w: dict) -> str:
         parts.append("block " + block(w["block"]))
     if "warp" in w and "thread" not in w and "lanes" not in w and "threads" not in w:
         parts.append(f"warp {w['warp']}")
-    if "value" in w and "thread" not in w:
+    if "value" in w and "thread" not in w and "padded" not in w and "what" not in w:
         parts.append(f"value {w['value']}")
     if "padded" in w:
         parts.append(w["padded"])
+    if "what" in w:  # a finding's own words (reduction-operator)
+        parts.append(w["what"])
     if "thread" in w:
         parts.append(format_thread(w["thread"]))
     if "lanes" in w:

@@ -97,10 +97,11 @@ def _coverage_results(kernel, timeout_s, shapes, proved_windows=frozenset()) -> 
                                  detail={"reason": f"{e.reason} (line {where.line})"})]
     out = []
     for contract in kernel.contracts:
+        mine = []  # this contract's results: a problem of another output's reduction is not its own
         keys = [k for k in cov.keys if any(k.tensor == t for _, t, _ in contract.reduced_dims())]
-        bad = [cov.problems[i] for i in dict.fromkeys(cov.reported)]
+        bad = [cov.problems[i] for i in cov.reported_for(contract.tensor)]
         for p in bad[:1]:
-            out.append(_problem(kernel, contract, cov, p))
+            mine.append(_problem(kernel, contract, cov, p))
         for key in keys:
             w = cov.windows.get(key)
             if w is None:
@@ -108,10 +109,11 @@ def _coverage_results(kernel, timeout_s, shapes, proved_windows=frozenset()) -> 
             res = _window_check(kernel, contract, key, w, timeout_s, cov.lets, shapes, cov.last_only.get(key),
                                 cov.repeated.get(key))
             if res is not None:
-                out.append(res)
+                mine.append(res)
                 break  # one gap is enough: the other operands of the same loop share it
-        if not any(r.status != "proved" for r in out):
-            out.append(ObligationResult("reduction-coverage", "proved", contract.span, COVERED))
+        if not mine:
+            mine.append(ObligationResult("reduction-coverage", "proved", contract.span, COVERED))
+        out += mine
     return out
 
 
@@ -159,8 +161,16 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, las
             first = None
         else:
             start, trips = _trips(w.loop, lets, env)
-            gap = trips * w.size < extent
             first = w.coef * start
+            if w.coef > 0 and w.loop.step > 0:
+                # the windows [first + n * size, first + (n + 1) * size) of the iterations n follow each
+                # other (coverage.py counts one of them): together they must hold 0 .. extent - 1.
+                # Positions before 0 (a loop from -RB) are outside the tensor like those past its end:
+                # a masked load pads them (the padding obligation checks the value: the identity), an
+                # unmasked one is a bounds violation
+                gap = first + trips * w.size < extent
+            else:
+                gap = trips * w.size < extent
     except KeyError as e:
         return ObligationResult("reduction-coverage", "unknown", contract.span,
                                 f"the extent of {key.tensor}'s dimension {key.dim} or the loop's range uses "
@@ -169,7 +179,8 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, las
     s = z3.Solver()
     s.set("timeout", int(timeout_s * 1000))
     s.add(*cons)
-    bad = gap if first is None else z3.Or(gap, first != 0)
+    early = first is not None and w.coef > 0 and w.loop.step > 0
+    bad = gap if first is None else z3.Or(gap, first > 0 if early else first != 0)
     twice = again = None
     if last_only is not None and w.loop is not None and last_only[0] is w.loop:
         twice = trips >= 2
@@ -211,13 +222,14 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, las
         return _range_violation(contract, key, sizes, msg, f"start '{last_only[1]}' before the loop and combine "
                                 f"each iteration into it ({last_only[1]} = {last_only[1]} + ..., or "
                                 f"mma(a, b, {last_only[1]}))", last_only=last_only[1])
-    if first is not None and m.eval(first, model_completion=True).as_long() != 0:
-        msg = (f"the loop at line {where.line} starts at {key.tensor}'s element "
-               f"{m.eval(first, model_completion=True).as_long()} of dimension {key.dim}, not 0")
+    at = m.eval(first, model_completion=True).as_long() if first is not None else 0
+    if at > 0 or (at < 0 and not early):
+        msg = (f"the loop at line {where.line} starts at {key.tensor}'s element {at} of dimension {key.dim}, "
+               f"not {'at 0 or before it' if early else '0'}")
     else:
-        covered = (m.eval(trips, model_completion=True).as_long() * w.size) if w.loop is not None else w.size
-        msg = (f"{key.tensor}'s dimension {key.dim} has {ext} elements but the reduction covers only {covered}: "
-               f"elements {covered} .. {ext - 1} are skipped")
+        end = at + (m.eval(trips, model_completion=True).as_long() * w.size) if w.loop is not None else w.size
+        msg = (f"{key.tensor}'s dimension {key.dim} has {ext} elements but the reduction covers only "
+               f"{max(end, 0)}: elements {max(end, 0)} .. {ext - 1} are skipped")
     return _range_violation(contract, key, sizes, msg, "let the loop run from 0 to the dimension's extent in steps "
                             "of the elements one iteration combines")
 
