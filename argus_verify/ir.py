@@ -1094,6 +1094,35 @@ def unpaired_factors(kernel: Kernel, output: str) -> list:
     return out
 
 
+def untracked_indices(kernel: Kernel, output: str) -> list:
+    """(tensor, variable) where `output`'s contract reads an element at one of the output's own
+    indices (`l` in `C[l, i, j] = sum(A[l, i, k] * B[l, k, j] for k)`) and the element's tag, or the
+    output's, does not carry that index as it is: then which l the kernel reads is not compared (a
+    batched GEMM that reads batch 0 of B for every l carries the right tags). Untagged inputs are
+    `untagged_contract_inputs`'s."""
+    contract = kernel.contract_of(output)
+    if contract is None:
+        return []
+    out_decl = kernel.tag_of(output)
+    out: list = []
+
+    def carries(decl, dim: int) -> bool:
+        return decl is not None and IVar(decl.index_vars[dim]) in decl.components
+
+    for e in contract_elements(contract.expr):
+        decl = kernel.tag_of(e.tensor)
+        if decl is None:
+            continue
+        for dim, var in enumerate(e.indices):
+            if var not in contract.index_vars:
+                continue
+            for tensor, ok in ((e.tensor, carries(decl, dim)),
+                               (output, carries(out_decl, contract.index_vars.index(var)))):
+                if not ok and (tensor, var) not in out:
+                    out.append((tensor, var))
+    return out
+
+
 def untagged_contract_inputs(kernel: Kernel, output: str | None = None) -> list:
     """Inputs that a contract (`output`'s, or any) reads and that carry no tag, declared or
     derived: the elements of them that reach the output are not checked."""

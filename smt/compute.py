@@ -140,7 +140,7 @@ class ComputeMixin:
                 mma.check,
                 s.type,
                 f"mma: tag({op.a})[1] == tag({op.b})[0] for every product, and the result "
-                f"(tag({op.a})[0], tag({op.b})[1]) agrees with tag({op.c})",
+                f"(tag({op.a})[0], tag({op.b})[1]) agrees with tag({op.c})" + (_BATCH_WORDS if self.K > 2 else ""),
                 parts=MmaTerms.PARTS,
             )
         )
@@ -151,6 +151,10 @@ class ComputeMixin:
         self.demand.flow(out, B, spread)
         self.demand.flow(out, C, spread)
         return out
+
+
+# what the rule says of tags with more than two components (a batch index), in the checks' words
+_BATCH_WORDS = "; components past the second agree between the factors, along k, and with the result"
 
 
 class MmaTerms:
@@ -223,7 +227,13 @@ class MmaTerms:
         a1, sa1 = ta.comp(1)
         b0, sb0 = tb.comp(0)
         b1, sb1 = tb.comp(1)
-        comps = [(a0, Z.Or(ta.none, sa0)), (b1, Z.Or(tb.none, sb1))] + [(bv(0), TRUE)] * (K - 2)
+        comps = [(a0, Z.Or(ta.none, sa0)), (b1, Z.Or(tb.none, sb1))]
+        same = []  # components past the second (a batch index): both factors' must agree, the product keeps it
+        for c in range(2, K):
+            (ac, sac), (bc, sbc) = ta.comp(c), tb.comp(c)
+            a_any, b_any = Z.Or(ta.none, sac), Z.Or(tb.none, sbc)
+            comps.append((Z.Ite(a_any, bc, ac), Z.And(a_any, b_any)))
+            same.append(Z.Or(a_any, b_any, Z.Eq(ac, bc)))
         prod = TagVal(
             Z.And(ta.none, tb.none),
             comps[:K],
@@ -234,6 +244,8 @@ class MmaTerms:
             Z.Or(ta.taint, tb.taint),
         )
         kagree = Z.Or(ta.none, tb.none, sa1, sb0, Z.Eq(a1, b0))
+        if same:  # (only then: a new term renumbers later ones, and witnesses follow the numbering)
+            kagree = Z.And(kagree, *same)
         if self.plan is not None:  # (kept only here: a live term changes how Z3 numbers later ones)
             self.last_registers = (tha, va, thb, vb)
         return prod, kagree, ta, tb
@@ -276,15 +288,19 @@ class MmaTerms:
     def check_constant_along_k(self, S, ctx, inst, t, part, k1, dom, i, j, v=None):
         k2 = S.var("k2")
         dom += [k2 >= 0, k2 < self.Kt]
-        frag, comp = (self.A, 0) if part == "rows" else (self.B, 1)
+        # a's row (and components past the second, which the products agree on) and b's column
+        frag, comps = (self.A, [0, *range(2, self.K)]) if part == "rows" else (self.B, [1])
         want1 = (i, k1) if part == "rows" else (k1, j)
         want2 = (i, k2) if part == "rows" else (k2, j)
         x, _, _ = self.holder(S, ctx, inst, t, frag, want1, "x", v, k1)
         y, _, _ = self.holder(S, ctx, inst, t, frag, want2, "y", v, k2)
-        (vx, sx), (vy, sy) = x.comp(comp), y.comp(comp)
+        # (terms made in the order they were made for one component: Z3 numbers terms as they are
+        # made, and the witnesses it picks follow the numbering)
+        pairs = [(x.comp(comp), y.comp(comp)) for comp in comps]
         live = Z.And(Z.Not(x.err), Z.Not(y.err))
-        agree_c = Z.Or(x.none, y.none, sx, sy, Z.Eq(vx, vy))
-        pattern = Z.And(Z.Eq(Z.b2i(x.none), Z.b2i(y.none)), Z.Or(x.none, Z.Eq(Z.b2i(sx), Z.b2i(sy))))
+        agree_c = Z.And(*[Z.Or(x.none, y.none, sx, sy, Z.Eq(vx, vy)) for (vx, sx), (vy, sy) in pairs])
+        none_same = Z.Eq(Z.b2i(x.none), Z.b2i(y.none))
+        pattern = Z.And(none_same, Z.Or(x.none, Z.And(*[Z.Eq(Z.b2i(sx), Z.b2i(sy)) for (_, sx), (_, sy) in pairs])))
         return {
             "bad": Z.And(live, Z.Not(Z.And(agree_c, pattern))),
             "approx": Z.And(agree_c, Z.Not(pattern)),

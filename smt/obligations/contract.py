@@ -61,6 +61,9 @@ def check_contracts(an, timeout) -> list:
             unpaired = ir.unpaired_factors(an.k, acc.tensor)
             if result.status == "proved" and unpaired:
                 result = _unpaired(an.k, acc.tensor, unpaired, span, res.seconds)
+            untracked = ir.untracked_indices(an.k, acc.tensor)
+            if result.status == "proved" and untracked:
+                result = _untracked(an.k, acc.tensor, untracked, span, res.seconds)
             out.append(result)
             continue
         violation = contract_violation(an, acc, frag, res, span, (ctx, inst, t, v, e, tg, declared))
@@ -139,6 +142,19 @@ def _unpaired(kernel, output: str, unpaired: list, span, seconds: float) -> Obli
               f"with the index itself at that component, as the other factors' tags do")
     return ObligationResult("output-contract", "unknown", span, f"output contract not established: {reason}",
                             detail={"reason": reason, "unpaired": [list(u) for u in unpaired]}, seconds=seconds)
+
+
+def _untracked(kernel, output: str, untracked: list, span, seconds: float) -> ObligationResult:
+    """Unknown: the contract reads an input at an index of the output's own (a batch l) that a tag
+    does not carry, so the tags the solver compared agree for every value of it."""
+    tensors = ", ".join(dict.fromkeys(t for t, _ in untracked))
+    var = untracked[0][1]
+    reason = (f"the contract reads its inputs at the output's index '{var}', but the tag of {tensors} does not "
+              f"carry it ('*', absent or another function of it), so which '{var}' the kernel reads or writes is "
+              f"not checked: add '{var}' as a component of the tags of {output} and of the inputs read at it "
+              f"(e.g. a batch index as a third component)")
+    return ObligationResult("output-contract", "unknown", span, f"output contract not established: {reason}",
+                            detail={"reason": reason, "untracked": [list(u) for u in untracked]}, seconds=seconds)
 
 
 def _suggested_tag(kernel, contract, tensor: str) -> str:
