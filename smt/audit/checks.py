@@ -392,8 +392,7 @@ class Checker:
     def barriers(self):
         evs = self.m.events
         for ev in evs:
-            if ev.kind == "barrier" and not (ev.stmt.kind == "sync" and isinstance(ev.stmt.barrier_id, T.Imm)
-                                             and ev.stmt.barrier_id.value == 0 and ev.stmt.count is None):
+            if ev.kind == "barrier" and not _full_barrier(ev.stmt):
                 self.results.append(ObligationResult("barrier-divergence", "unknown", self.span(ev.stmt.loc),
                                                      "named or counted barriers are not modelled"))
         bad = 0
@@ -410,7 +409,10 @@ class Checker:
             r, model, why = self.solve(fs)
             msg = (f"barrier divergence: the branch at {self.where(ev.stmt.loc)} goes different ways for two threads "
                    f"of one block, and only some of them reach the barrier at {self.where(loc)}")
-            st = self.conclude("barrier-divergence", r, model, why, fs, loc, msg, events=(ev, ev))
+            # a named or counted barrier may be meant for part of the block (producer and consumer warps)
+            partial_barrier = any(e.kind == "barrier" and e.stmt.loc == loc and not _full_barrier(e.stmt) for e in evs)
+            st = self.conclude("barrier-divergence", r, model, why, fs, loc, msg, events=(ev, ev),
+                               order_sensitive=partial_barrier)
             if st == "violated":
                 self.results[-1].hint = "make the condition the same for every thread of the block, or move the " \
                                         "barrier out of the branch"
@@ -761,3 +763,8 @@ def run_checks(m: Machine, assumptions, sizes, ptx_file, timeout_ms, scalars,
 
 
 __all__ = ["run_checks", "fit"]
+
+
+def _full_barrier(s) -> bool:
+    """`bar.sync 0` (`__syncthreads()`): every thread of the block waits, and memory is ordered."""
+    return s.kind == "sync" and isinstance(s.barrier_id, T.Imm) and s.barrier_id.value == 0 and s.count is None
