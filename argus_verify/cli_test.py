@@ -70,8 +70,18 @@ def cmd_test(args) -> int:
     if pinned["values"] == "nonfinite" and not getattr(ref, "NONFINITE", False):
         raise UsageError("--values nonfinite: the reference does not define NaN and inf inputs (NONFINITE = True "
                          "in its file)")
-    result = search(family, ref, max_examples=max_examples, search_seed=search_seed, gpu=gpu,
-                    **{n: v for n, v in pinned.items() if v is not None})
+    from hypothesis.errors import Unsatisfiable
+
+    from argus_verify.printer import fmt_iexpr
+
+    try:
+        result = search(family, ref, max_examples=max_examples, search_seed=search_seed, gpu=gpu,
+                        **{n: v for n, v in pinned.items() if v is not None})
+    except Unsatisfiable:  # every drawn case broke a `requires` (or the tensor limit) under the pinned sizes
+        pins = ", ".join(f"{n}={v}" for n, v in (pinned.get("sizes") or {}).items())
+        rules = "; ".join(fmt_iexpr(r) for r in k.ir.requires) or "none"
+        raise UsageError(f"no sizes to test: {'with ' + pins + ', ' if pins else ''}the kernel's requires "
+                         f"({rules}) admit no case the search could draw") from None
     ran = ", ".join(f"{n} {c}" for n, c in result.ran.items())
     payload = {"status": "pass" if result.failure is None else "fail", "file": args.file, "kernel": k.name,
                "examples": result.examples, "ran": result.ran, "reference": ref is not None}

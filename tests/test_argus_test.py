@@ -227,3 +227,23 @@ kernel rsum<CHUNK=512>(x: f32[M, N]) -> out: f32[M]:
         assert code == want, out
         if want:
             assert "N=512" in out
+
+
+def test_pinned_sizes_past_the_default_tensor_limit_are_searched(capsys):
+    # M=64, N=4000 is 256000 elements, past the 65536 the search draws by default (an outside probe:
+    # the filter rejected every case and hypothesis's Unsatisfiable came out as an internal error)
+    from argus_verify.cli import main
+
+    spec = Path(__file__).resolve().parents[1] / "specs" / "reduce_sum.arg"
+    rc = main(["test", str(spec), "--shape", "M=64,N=4000", "--max-examples", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["status"] == "pass" and out["examples"] == 2, out
+
+
+def test_pinned_sizes_the_requires_refuse_are_a_usage_error(capsys):
+    from argus_verify.cli import main
+
+    spec = Path(__file__).resolve().parents[1] / "specs" / "xor_swizzle_transpose.arg"
+    rc = main(["test", str(spec), "--shape", "M=70000000", "--max-examples", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 2 and out["kind"] == "UsageError" and "admit no case" in out["message"], out

@@ -96,6 +96,12 @@ def shapes_for(kernel, ref: ModuleType | None = None, max_elements: int = MAX_EL
     `max_elements`; `fixed` pins some sizes. Shrinks toward small values."""
     k = _kernel(kernel)
     fixed = dict(fixed or {})
+    if fixed:  # sizes the user pinned are searched as given, even past the default tensor limit
+        try:
+            least = ir.tensor_shapes(k, {n: int(fixed.get(n, 1)) for n in k.sizes})
+            max_elements = max([max_elements] + [int(np.prod(x, dtype=np.int64)) for x in least.values()])
+        except Exception:  # noqa: BLE001 - shapes over parameters: the default limit stands
+            pass
     cands = size_candidates(k, ref, max_elements)
     parts = {}
     for s in k.sizes:

@@ -1,4 +1,5 @@
 import numpy as np
+
 SHAPES = {"M": 37, "N": 100}
 def reference(x):
     x = x.astype(np.float64)
