@@ -675,7 +675,13 @@ class Coverage:
         if not provs:
             return self.empty(s.type)
         bad = _first_bad([p.bad for p in provs])
-        axes = _merge_axes([p.axes for p in provs])
+        axes = list(_merge_axes([p.axes for p in provs]))
+        names = [a for a in op.args if isinstance(a, str)]
+        for a, p in zip(names, provs, strict=True):  # a lower-rank operand: along the axes its values follow
+            if len(p.axes) < len(axes) and a in self.frag_types:
+                for mine, theirs in axis_pairs(self.frag_types[a], s.type).items():
+                    axes[theirs] |= p.axes[mine]
+        axes = tuple(axes)
         entry = semantics.FLOAT_BINARY.get(op.op) if len(op.args) == 2 else None
         combines = entry.combines if entry is not None and entry.combines in semantics.REDUCE_OPS else None
         entries: dict = {}
@@ -1126,9 +1132,31 @@ def _butterfly_bad(bad: np.ndarray, lanes: int) -> np.ndarray:
 def _merge_axes(all_axes: list) -> tuple:
     """The axes of an elementwise result: operands of its rank pair values by coordinate, so an axis
     walks every dimension an operand's same axis walks (A's columns and x's elements in `a * x`).
-    An operand of lower rank pairs by (thread, value), not by coordinate: its axes name nothing."""
+    An operand of lower rank pairs by (thread, value), not by coordinate: its axes name nothing here
+    (`Coverage.elementwise` adds those whose coordinates equal one of the result's: `axis_pairs`)."""
     rank = max(len(a) for a in all_axes)
     return tuple(frozenset().union(*(a[i] for a in all_axes if len(a) == rank)) for i in range(rank))
+
+
+def axis_pairs(low: ir.FragType, high: ir.FragType) -> dict:
+    """Axis of `low` -> axis of `high` whose coordinate it equals at every (thread, value): an
+    elementwise op combines the two per (thread, value), so `xv[j]` broadcast to every thread beside
+    `a[i, j]` runs along a's axis 1. Only exact matches count (an axis that matches none is left out)."""
+    from argus_verify.hopper import NP_OPS
+
+    if low.threads != high.threads or low.values != high.values:
+        return {}
+    t = np.arange(high.threads)[:, None]
+    v = np.arange(high.values)[None, :]
+    shape = (high.threads, high.values)
+    lc = [np.broadcast_to(np.asarray(c), shape) for c in low.coords.coords(t, v, NP_OPS)]
+    hc = [np.broadcast_to(np.asarray(c), shape) for c in high.coords.coords(t, v, NP_OPS)]
+    out = {}
+    for i, c in enumerate(lc):
+        match = [j for j, d in enumerate(hc) if np.array_equal(c, d)]
+        if len(match) == 1:
+            out[i] = match[0]
+    return out
 
 
 def _relabelled_axes(axes: tuple, old_tile: tuple, typ: ir.FragType) -> tuple:

@@ -25,7 +25,7 @@ import z3
 
 from argus_verify import ir, semantics
 from argus_verify.smt import contract_expr as X
-from argus_verify.smt.coverage import accumulation_chain, mentions, subst, z3_int
+from argus_verify.smt.coverage import accumulation_chain, axis_pairs, mentions, subst, z3_int
 
 # stand-ins for an unknown finite operand when a padding value is pushed through an operation; the
 # largest finite values of the fragment's type join them (`_samples`), so that a padding that a large
@@ -126,6 +126,7 @@ class ReductionFlow:
         self.pad_sites: dict = {}
         self.dtypes: dict[str, str] = {}  # fragment name -> its dtype (the source of a cast)
         self._may_pad: dict = {}  # (view, dim) -> whether a masked load of it can pad along dim
+        self.types: dict[str, ir.FragType] = {}  # fragment name -> its type (coordinates per thread, value)
         env: dict = {}
         self.walk(kernel.body, env, loops=())
 
@@ -140,6 +141,7 @@ class ReductionFlow:
     def walk(self, body, env, loops):
         for s in body:
             if isinstance(s, ir.Assign):
+                self.types[s.name] = s.type
                 env[s.name] = self.assign(s, env, loops)
                 self.dtypes[s.name] = s.type.dtype
             elif isinstance(s, ir.SharedAlloc):
@@ -493,8 +495,13 @@ class ReductionFlow:
             expr = X.combine(op.op, *terms)
         else:
             expr = X.unary(op.op, terms[0]) if terms else None
-        aligned = tuple(frozenset().union(*[f.along(i) for f in frags if len(f.axes) == len(axes)])
-                        for i in range(len(axes)))
+        aligned = [frozenset().union(*[f.along(i) for f in frags if len(f.axes) == len(axes)])
+                   for i in range(len(axes))]
+        for a, f in zip(op.args, flows, strict=True):  # a lower-rank operand: along the axes its values follow
+            if f is not None and len(f.axes) < len(axes) and isinstance(a, str) and a in self.types:
+                for mine, theirs in axis_pairs(self.types[a], s.type).items():
+                    aligned[theirs] |= f.along(mine)
+        aligned = tuple(aligned)
         combined = frozenset().union(*[f.combined for f in frags]) if frags else frozenset()
         monoid = {"+": "sum", "max": "max", "min": "min"}.get(op.op)
         if monoid is not None and len(frags) == 2:
