@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -77,6 +78,20 @@ def parse_dims(text: str, what: str, span: Span | None = None):
         out.append(lo if hi is None or hi == lo else (lo, hi))
     while len(out) < 3:
         out.append(1)
+    # what CUDA launches (a larger block or grid fails at the launch: nothing to audit there)
+    from argus_verify import ir
+
+    limits = ir.BLOCK_MAX if what.endswith("block-dim") else ir.GRID_MAX
+    for axis, (d, most) in enumerate(zip(out, limits, strict=True)):
+        hi = d[1] if isinstance(d, tuple) else d
+        if hi > most:
+            raise AuditUsageError(f"bad {what} '{text}': CUDA launches at most {most} "
+                                  f"{'threads' if what.endswith('block-dim') else 'blocks'} along "
+                                  f"{'xyz'[axis]} (here {hi})", span)
+    threads = math.prod(d[0] if isinstance(d, tuple) else d for d in out)
+    if what.endswith("block-dim") and threads > ir.BLOCK_THREADS_MAX:
+        raise AuditUsageError(f"bad {what} '{text}': a CUDA block has at most {ir.BLOCK_THREADS_MAX} threads "
+                              f"(here {threads})", span)
     return tuple(out)
 
 

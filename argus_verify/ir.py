@@ -30,6 +30,8 @@ LayoutLike = Layout | ComposedLayout
 DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "u32": 4, "i8": 1, "u8": 1}
 FLOAT_DTYPES = ("f64", "f32", "f16", "bf16")
 GRID_MAX = (2**31 - 1, 65535, 65535)  # the most blocks a CUDA launch takes along x, y and z
+BLOCK_MAX = (1024, 1024, 64)  # the most threads a CUDA block has along x, y and z
+BLOCK_THREADS_MAX = 1024  # and in all
 INT_DTYPES = ("i64", "i32", "u32", "i8", "u8")
 
 

@@ -1,0 +1,26 @@
+"""`argus audit` refuses launch sizes CUDA cannot launch (more than 1024 threads per block, or per
+axis more than 1024, 1024, 64 threads and 2**31 - 1, 65535, 65535 blocks): exit 2 with the limit,
+instead of an audit of a launch that never runs (an outside probe ran 2000 and 33 x 33 threads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from argus_verify.cli import main
+
+PTX = str(Path(__file__).resolve().parent / "audit" / "corpus" / "reduce_tree_ok.ptx")
+
+
+@pytest.mark.parametrize("flag, value, words", [
+    ("--block-dim", "2000", "at most 1024 threads along x"),
+    ("--block-dim", "1024,2", "at most 1024 threads (here 2048)"),
+    ("--block-dim", "33,33", "at most 1024 threads (here 1089)"),
+    ("--block-dim", "32..2048", "at most 1024 threads along x"),
+    ("--block-dim", "1,1,65", "at most 64 threads along z"),
+    ("--grid-dim", "1,70000", "at most 65535 blocks along y"),
+])
+def test_a_launch_cuda_refuses_is_a_usage_error(flag, value, words, capsys):
+    assert main(["audit", PTX, flag, value]) == 2
+    assert words in capsys.readouterr().err
