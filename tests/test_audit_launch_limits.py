@@ -4,6 +4,7 @@ instead of an audit of a launch that never runs (an outside probe ran 2000 and 3
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -24,3 +25,19 @@ PTX = str(Path(__file__).resolve().parent / "audit" / "corpus" / "reduce_tree_ok
 def test_a_launch_cuda_refuses_is_a_usage_error(flag, value, words, capsys):
     assert main(["audit", PTX, flag, value]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_contradictory_requires_are_a_launch_violation_not_a_vacuous_proof(tmp_path, capsys):
+    # an outside probe: `requires n > 0 && n < 0` proved every obligation (nothing was launched)
+    ptx = Path(PTX).read_text()
+    bad = tmp_path / "vacuous.ptx"
+    bad.write_text("// argus: block-dim 256\n// argus: requires param_2 > 0 && param_2 < 0\n" + ptx)
+    assert main(["audit", str(bad), "--json"]) == 1
+    results = json.loads(capsys.readouterr().out)
+    assert [r["status"] for r in results if r["obligation"] == "launch"] == ["violated"]
+    assert not [r for r in results if r["status"] == "proved"]
+    ok = tmp_path / "admissible.ptx"  # the same kernel with requires it can meet
+    ok.write_text("// argus: block-dim 256\n// argus: requires param_2 > 0\n// argus: size param_0 = 4 * param_2\n"
+                  "// argus: size param_1 = 4 * grid_dim.x\n" + ptx)
+    main(["audit", str(ok), "--json"])
+    assert not [r for r in json.loads(capsys.readouterr().out) if r["obligation"] == "launch"]

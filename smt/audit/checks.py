@@ -748,6 +748,16 @@ def run_checks(m: Machine, assumptions, sizes, ptx_file, timeout_ms, scalars,
     """Every obligation's results. `budget_s` bounds the total solver time: once spent, each query
     left is unknown ("the audit's time budget is spent"), never proved."""
     c = Checker(m, assumptions, sizes, ptx_file, timeout_ms, scalars, budget_s)
+    if c.solve([])[0] == z3.unsat:  # every obligation would hold vacuously
+        where = c.span(m.k.loc)
+        why = ("no launch is admissible: the `// argus: requires` and `size` comments and the launch sizes "
+               "contradict each other")
+        out = [ObligationResult("launch", "violated", where, why, witness={"line": where.line},
+                                hint="every other obligation would hold vacuously; correct the requires (or the "
+                                     "launch sizes)")]
+        return out + [ObligationResult(name, "unknown", where, f"{name} not decided: {why}")
+                      for name in (obligations or ("barrier-divergence", "bounds", "race", "uninitialised-read",
+                                                   "cp-async", "shuffle"))]
     for name, fn in (("barrier-divergence", c.barriers), ("bounds", c.bounds), ("race", c.races),
                      ("uninitialised-read", c.uninit), ("cp-async", c.cp_async), ("shuffle", c.shuffles)):
         if obligations is not None and name not in obligations:
