@@ -41,3 +41,19 @@ def test_contradictory_requires_are_a_launch_violation_not_a_vacuous_proof(tmp_p
                   "// argus: size param_1 = 4 * grid_dim.x\n" + ptx)
     main(["audit", str(ok), "--json"])
     assert not [r for r in json.loads(capsys.readouterr().out) if r["obligation"] == "launch"]
+
+
+def test_an_array_size_is_a_true_count_not_one_modulo_2_64(capsys):
+    # `size a = 8 * n` with a 64-bit n: the witness n = 2**61 + ... made 8 * n wrap to a small array,
+    # a bounds violation on a correct kernel (an outside probe's); a size too small stays violated
+    ptx = Path(__file__).resolve().parent / "audit" / "sizes" / "scale64.ptx"
+    assert main(["audit", str(ptx), "--json"]) == 0
+    assert all(r["status"] == "proved" for r in json.loads(capsys.readouterr().out))
+
+
+def test_a_size_too_small_is_still_a_bounds_violation(tmp_path, capsys):
+    ptx = Path(__file__).resolve().parent / "audit" / "sizes" / "scale64.ptx"
+    half = tmp_path / "half.ptx"
+    half.write_text(ptx.read_text().replace("= 8 * _Z7scale64PKdPdx_param_2", "= 4 * _Z7scale64PKdPdx_param_2"))
+    assert main(["audit", str(half), "--json"]) == 1
+    assert "violated" in {r["status"] for r in json.loads(capsys.readouterr().out) if r["obligation"] == "bounds"}

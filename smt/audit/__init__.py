@@ -48,9 +48,12 @@ def audit_kernel(kernel: T.Kernel, launch: Launch, spec: Spec, ptx_file: str, sh
             if pname not in m.params:
                 from argus_verify.diagnostics import ArgusSyntaxError
                 raise ArgusSyntaxError(f"size for '{d.name}', which is not a parameter of {kernel.name}", d.span)
-            e = to_z3(d.text, env, d.span)
+            fits = []
+            e = to_z3(d.text, env, d.span, fits)
             elem = spec.elem_bytes.get(pname, 1)
-            assumptions.append(e >= 0)
+            assumptions += [e >= 0, *fits]
+            # an array of that many elements fits the 64-bit address space (its bytes do not wrap)
+            assumptions.append(z3.BVMulNoOverflow(e, z3.BitVecVal(elem, e.size()), False))
             sizes[pname] = e * elem
         elif d.kind == "align":
             pname = spec.names.get(d.name, d.name)

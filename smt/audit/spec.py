@@ -40,8 +40,10 @@ def _translate(text: str) -> str:
     return t
 
 
-def to_z3(text: str, env: dict, span: Span):
-    """A C-like integer expression or condition as a Z3 term (BV64 or Bool)."""
+def to_z3(text: str, env: dict, span: Span, no_overflow: list | None = None):
+    """A C-like integer expression or condition as a Z3 term (BV64 or Bool). `no_overflow`, if given,
+    receives the conditions under which its sums, differences and products do not wrap (signed
+    64-bit): an array's size is a true count, not one taken modulo 2**64."""
     try:
         tree = ast.parse(_translate(text), mode="eval")
     except SyntaxError as e:
@@ -72,6 +74,13 @@ def to_z3(text: str, env: dict, span: Span):
                    ast.RShift: lambda: a >> b}
             f = ops.get(type(n.op))
             if f is not None:
+                if no_overflow is not None:
+                    if isinstance(n.op, ast.Add):
+                        no_overflow.extend([z3.BVAddNoOverflow(a, b, True), z3.BVAddNoUnderflow(a, b)])
+                    elif isinstance(n.op, ast.Sub):
+                        no_overflow.extend([z3.BVSubNoOverflow(a, b), z3.BVSubNoUnderflow(a, b, True)])
+                    elif isinstance(n.op, ast.Mult):
+                        no_overflow.extend([z3.BVMulNoOverflow(a, b, True), z3.BVMulNoUnderflow(a, b)])
                 return f()
         if isinstance(n, ast.BoolOp):
             vals = [_bool(ev(v)) for v in n.values]
