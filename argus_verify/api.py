@@ -172,16 +172,20 @@ class Kernel:
         if memo not in _VERIFIED:
             report = smt.verify(self.ir, timeout_s=timeout_s, jobs=jobs, progress=progress)
             _VERIFIED[memo] = report
-            self._store_verdict(report)
+            self._store_verdict(report, timeout_s)
         return _VERIFIED[memo]
 
-    def _verdict_path(self) -> Path:
-        return cache_dir() / "verdicts" / f"{self.key}-{argus_version()}.json"
+    def _verdict_path(self, timeout_s: float = 10.0) -> Path:
+        """Where the verdict of this kernel at this solver time limit is kept: a verdict found under a
+        short limit (unknowns where the solver gave up) does not stand for a longer one, and the
+        messages name this file's path."""
+        blob = json.dumps({"kernel": self.key, "timeout": float(timeout_s), "path": str(self.path)})
+        return cache_dir() / "verdicts" / f"{hashlib.sha256(blob.encode()).hexdigest()}-{argus_version()}.json"
 
-    def _store_verdict(self, report) -> None:
+    def _store_verdict(self, report, timeout_s: float = 10.0) -> None:
         verdict = {"kernel": self.name, **_verdict_of(report)}
         try:
-            _write_atomic(self._verdict_path(), json.dumps(verdict).encode())
+            _write_atomic(self._verdict_path(timeout_s), json.dumps(verdict).encode())
         except OSError:
             pass  # a read-only cache folder only costs a re-verification next time
 
@@ -191,7 +195,7 @@ class Kernel:
         memo = (self.key, float(timeout_s))
         if memo not in _VERIFIED:
             try:
-                return json.loads(self._verdict_path().read_text())
+                return json.loads(self._verdict_path(timeout_s).read_text())
             except (OSError, ValueError):
                 pass
         return _verdict_of(self.verify(timeout_s))

@@ -188,6 +188,11 @@ def make_inputs(kernel: ir.Kernel, sizes: dict, rng: np.random.Generator, ref: M
         if not isinstance(made, dict):
             raise ArgusError("the reference's make_inputs(sizes, rng) must return a dict of inputs by name, not "
                              f"{type(made).__name__}")
+        wanted = [t.name for t in kernel.inputs] + [p.name for p in kernel.params if isinstance(p, ir.ScalarParam)]
+        missing = [n for n in wanted if n not in made]
+        if missing:
+            raise ArgusError(f"the reference's make_inputs(sizes, rng) returns no {missing[0]!r} (the kernel takes: "
+                             f"{', '.join(wanted)})")
         return made
     shapes = ir.tensor_shapes(kernel, sizes)
     out: dict = {}
@@ -218,6 +223,10 @@ def compute_reference(ref: ModuleType, inputs: dict, shapes: dict | None = None)
         if want is not None and tuple(out[name].shape) != tuple(want):
             raise ArgusError(f"the reference's output {name!r} has shape {list(out[name].shape)}, but the "
                              f"kernel's {name} has shape {list(want)} at these sizes")
+    missing = [name for name in (shapes or {}) if name not in out]
+    if missing:
+        returned = ", ".join(map(repr, out)) or "nothing"
+        raise ArgusError(f"the reference returns no {missing[0]!r} (it returns: {returned})")
     return out
 
 

@@ -12,6 +12,8 @@ See docs/verify.md for the encoding and what "proved" means.
 from __future__ import annotations
 
 import gc
+import math
+import threading
 import time
 import traceback
 
@@ -46,6 +48,18 @@ def verify(
     `progress(done, total, what)`, when given, is called in this process as the stages start and
     the obligation steps finish (the CLI's status line on long verifications).
     """
+    if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
+        raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
+    # Z3's context is shared by the process and is not thread-safe: one verification at a time
+    # (two threads verifying at once crashed the process inside Z3)
+    with _ONE_AT_A_TIME:
+        return _verify_locked(kernel, timeout_s, shapes, checks, jobs, progress)
+
+
+_ONE_AT_A_TIME = threading.RLock()
+
+
+def _verify_locked(kernel, timeout_s, shapes, checks, jobs, progress) -> VerifyReport:
     # Z3 numbers its terms in creation order and reuses the numbers of freed ones; its search, and
     # so the witness it returns, depends on those numbers. Python's cycle collector frees Z3 terms
     # at times set by unrelated allocations, so it is paused here and run only between steps:
