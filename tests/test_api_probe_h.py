@@ -70,3 +70,23 @@ def test_make_inputs_without_an_input_is_bad_input(tmp_path, capsys):
         "def reference(x, y):\n    return {'out': x + y}\n")
     assert main(["test", str(tmp_path / "k.arg"), "--json", "--max-examples", "2"]) == 2
     assert "make_inputs(sizes, rng) returns no 'y'" in json.loads(capsys.readouterr().out)["message"]
+
+
+def test_a_launch_with_no_blocks_is_refused_not_run():
+    # CUDA refuses an empty grid; the interpreter ran it and returned the poisoned output (probe H)
+    import numpy as np
+
+    from argus_verify.diagnostics import ArgusRuntimeError
+
+    k = argus_verify.load(ROOT / "specs" / "buggy" / "launch_empty_grid.arg")
+    with pytest.raises(ArgusRuntimeError, match="has no blocks along x"):
+        k(np.arange(1, dtype=np.float32), verify=False)
+    out = k(np.arange(3000, dtype=np.float32), verify=False)  # sizes with blocks run as before
+    assert np.isfinite(out).all()
+
+
+def test_argus_test_fails_a_kernel_whose_grid_is_empty(capsys):
+    rc = main(["test", str(ROOT / "specs" / "buggy" / "launch_empty_grid.arg"), "--shape", "N=1", "--json",
+               "--max-examples", "3"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 1 and out["status"] == "fail", out

@@ -822,8 +822,10 @@ def run_lowered(lk, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int], 
     tensors = {t.name: (_poisoned(t, shapes[t.name]) if t.output else _device_input(t, inputs[t.name]))
                for t in kernel.tensors}
     args = {**{k: int(v) for k, v in sizes.items()}, **scalars}
-    res = simulate(lk.ptx, lk.entry, lk.grid(sizes, scalars), lk.block, args, tensors,
-                   lk.dynamic_shared_bytes, blocks)
+    grid = tuple(lk.grid(sizes, scalars))
+    if any(g < 1 for g in grid):  # as the GPU does: CUDA refuses a launch with no blocks
+        raise PtxSimError(f"the grid {grid} has no blocks at these sizes: CUDA refuses a launch with no blocks")
+    res = simulate(lk.ptx, lk.entry, grid, lk.block, args, tensors, lk.dynamic_shared_bytes, blocks)
     out = {}
     for t in kernel.outputs:
         v = res[t.name]
