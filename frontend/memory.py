@@ -3,6 +3,8 @@ barriers."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from argus_verify import atoms, ir
@@ -26,6 +28,8 @@ def load(site: CallSite) -> FragVal:
     if mask and src.view.space == "shared":
         raise b.err(site.key("mask"), "mask= applies to global tensors; shared tiles have constant shapes")
     other = _constant(site, "other", "other= must be a constant")
+    if mask and site.given("other"):
+        _representable(site, site.arg("other"), src.dtype, other, "other=")
     vec = site.const("vec")
     if vec is not None:
         nbytes = vec * ir.DTYPE_BYTES[src.dtype]
@@ -50,6 +54,17 @@ def _float_constant(site: CallSite, node, message: str) -> float:
     if isinstance(v, IntVal) and v.const is not None:
         return float(v.const)
     raise site.b.err(node, message)
+
+
+def _representable(site: CallSite, node, dtype: str, value: float, what: str) -> None:
+    """An integer fragment holds integers of its type's range: -inf as an i32 padding would be -inf to
+    the verifier and the interpreter, and some other integer in the generated code."""
+    if dtype not in ir.INT_DTYPES:
+        return
+    info = np.iinfo(ir.numpy_dtype(dtype))
+    if not (math.isfinite(value) and value == int(value) and info.min <= value <= info.max):
+        raise site.b.err(node, f"{what} {value:g} is not a value of {dtype} (integers {info.min} .. {info.max}); "
+                               f"for a max over {dtype} pad with {info.min}, for a min with {info.max}")
 
 
 def _check_runs(site: CallSite, tv: ir.TVLayout, vec: int):
@@ -98,11 +113,13 @@ def zeros(site: CallSite) -> FragVal:
 
 
 def full(site: CallSite) -> FragVal:
-    return _full(site, _float_constant(site, site.args[1], "full()'s value must be a constant"))
+    return _full(site, _float_constant(site, site.args[1], "full()'s value must be a constant"), site.args[1])
 
 
-def _full(site: CallSite, value: float) -> FragVal:
+def _full(site: CallSite, value: float, value_node=None) -> FragVal:
     t = tile_type(site, site.args[0])
+    if value_node is not None:
+        _representable(site, value_node, t.dtype, value, "full()'s value")
     tv = tv_arg(site, tuple(t.dims))
     return site.b.emit(site.node, ir.Full(t.dtype, tv, value), ir.FragType(t.dtype, tv))
 

@@ -292,7 +292,8 @@ class ReductionFlow:
             return frozenset()
         held = {o for i in range(len(addend.axes)) for o in addend.along(i)}  # (along(i) includes axes[i])
         walked = held & self.loop_origins(loop)
-        bad = _non_identity_padding(addend, sorted(walked, key=lambda o: (o.tensor, o.dim)), reduce_op)
+        bad = _non_identity_padding(addend, sorted(walked, key=lambda o: (o.tensor, o.dim)), reduce_op,
+                                    self.int_ranges)
         if bad is not None:
             o, value = bad
             identity = semantics.REDUCE_OPS[reduce_op].identity
@@ -321,6 +322,16 @@ class ReductionFlow:
                                           f"the operations on the way turn into {_fmt([value])}")
 
     @functools.cached_property
+    def int_ranges(self) -> dict:
+        """Integer tensors -> (least, most) value of their type."""
+        out = {}
+        for t in self.k.tensors:
+            if t.dtype in ir.INT_DTYPES:
+                info = np.iinfo(ir.numpy_dtype(t.dtype))
+                out[t.name] = (int(info.min), int(info.max))
+        return out
+
+    @functools.cached_property
     def lets(self) -> dict:
         """Every integer name of the kernel with its definition expanded (for `loop_origins`)."""
         lets: dict = {}
@@ -329,25 +340,32 @@ class ReductionFlow:
                 lets[st.name] = subst(st.value, lets)
         return lets
 
-    def may_pad(self, view: ir.View, dim: int) -> bool:
+    def may_pad(self, view: ir.View, dim: int, loops=()) -> bool:
         """Whether a masked load of `view` can pad an element of dimension `dim`: some admissible
-        launch (sizes at least 1 under the kernel's `requires`; block ids, loop variables and
-        integer parameters any integers, a superset) puts a position of the view along `dim` below 0
-        or past the dimension's extent. False only where the solver proves no launch does; an
-        expression it cannot read, or a solver that gives up, leaves the padding in."""
+        launch (sizes at least 1 under the kernel's `requires`; the variables of the enclosing loops
+        within their ranges; block ids and integer parameters any integers, a superset) puts a
+        position of the view along `dim` below 0 or past the dimension's extent. False only where
+        the solver proves no launch does; an expression it cannot read, or a solver that gives up,
+        leaves the padding in."""
         it = view.index[dim]
         width = it.extent if isinstance(it, ir.Slice) else 1
-        key = (view, dim)
+        key = (view, dim, tuple(id(loop) for loop in loops))
         if key not in self._may_pad:
             self._may_pad[key] = self._reaches_outside(it.start if isinstance(it, ir.Slice) else it.index, width,
-                                                       self.k.param(view.base).shape[dim])
+                                                       self.k.param(view.base).shape[dim], loops)
         return self._may_pad[key]
 
-    def _reaches_outside(self, start, width: int, extent) -> bool:
+    def _reaches_outside(self, start, width: int, extent, loops=()) -> bool:
         env = {n: z3.Int(n) for n in self.k.sizes}
         try:
             cons = [v >= 1 for v in env.values()]
             cons += [_truth(z3_int(_free(r, env), env)) for r in self.k.requires]
+            for loop in loops:  # (outermost first: an inner loop's bounds may use an outer variable)
+                if loop.step > 0 and loop.var not in env:
+                    lo_l = z3_int(_free(subst(loop.start, self.lets), env), env)
+                    hi_l = z3_int(_free(subst(loop.stop, self.lets), env), env)
+                    env[loop.var] = z3.Int(f"loop.{loop.var}")
+                    cons += [lo_l <= env[loop.var], env[loop.var] < hi_l]
             lo = z3_int(_free(subst(start, self.lets), env), env)
             n = z3_int(_free(extent, env), env)
         except (KeyError, TypeError, z3.Z3Exception):
@@ -404,7 +422,7 @@ class ReductionFlow:
         """The accumulator's start must be the identity, or (max, min) a value no addend can lose to."""
         identity = semantics.REDUCE_OPS[reduce_op].identity
         if init is not None and init.const is not None and init.const != identity and \
-                not (addend is not None and dominated(addend.expr, (init.const,), reduce_op)):
+                not (addend is not None and dominated(addend.expr, (init.const,), reduce_op, self.int_ranges)):
             self.report("padding", st.span,
                         f"'{st.name}' accumulates a {reduce_op} starting from {init.const:g}, which is not the "
                         f"identity of {reduce_op} ({identity:g})",
@@ -471,7 +489,7 @@ class ReductionFlow:
         # dimensions where the view can reach outside the tensor under the kernel's `requires`
         # (`requires N == COLS` with a view 0 : COLS: no element of dimension 1 is ever padded)
         other = _round(float(op.other), dtype)
-        padded = [o for o in axes if self.may_pad(view, o.dim)] if op.mask else []
+        padded = [o for o in axes if self.may_pad(view, o.dim, loops)] if op.mask else []
         padding = tuple((o, other) for o in padded)
         for o in padded if span is not None else ():
             self.pad_sites.setdefault((o, other), span)  # where a padding value comes from
@@ -558,7 +576,8 @@ class ReductionFlow:
         # every origin the reduced axis walks in step with is reduced too (x in `A[i, j] * x[j]`)
         families |= {(op.op, o) for o in reduced}
         identity = semantics.REDUCE_OPS[op.op].identity
-        bad = _non_identity_padding(src, sorted(reduced, key=lambda o: (o != origin, o.tensor, o.dim)), op.op)
+        bad = _non_identity_padding(src, sorted(reduced, key=lambda o: (o != origin, o.tensor, o.dim)), op.op,
+                                    self.int_ranges)
         if bad is not None:
             o, value = bad
             span, pads = self.padding_source(o, value, s.span)
@@ -691,7 +710,7 @@ def _fmt(values) -> str:
     return ", ".join(out)
 
 
-def _non_identity_padding(flow: Flow, origins, reduce_op: str):
+def _non_identity_padding(flow: Flow, origins, reduce_op: str, ranges=None):
     """(origin, value) of the first of `origins` along which `flow` carries masked-load padding that
     is not `reduce_op`'s identity (or is unknown), and that no element can lose to (`dominated`),
     else None."""
@@ -699,12 +718,12 @@ def _non_identity_padding(flow: Flow, origins, reduce_op: str):
     for o in origins:
         padded, value = flow.pad(o)
         if padded and (value is None or any(x != identity for x in _values(value))) and \
-                not (value is not None and dominated(flow.expr, _values(value), reduce_op)):
+                not (value is not None and dominated(flow.expr, _values(value), reduce_op, ranges)):
             return o, value
     return None
 
 
-def dominated(expr, values, reduce_op: str) -> bool:
+def dominated(expr, values, reduce_op: str, ranges=None) -> bool:
     """Whether a max (min) is unchanged by elements holding `values` for every input: the values are
     finite and no element's value `expr` can be below (above) them, as 0 before a max of abs(x). The
     contract's reductions are never empty (sizes are at least 1, and coverage proves every element
@@ -714,6 +733,12 @@ def dominated(expr, values, reduce_op: str) -> bool:
     if reduce_op not in ("max", "min") or expr is None or not values or \
             not all(math.isfinite(v) for v in values):
         return False
+    bare = X.unlane(expr)
+    if ranges and bare[0] == "elem" and bare[1] in ranges:
+        # an element of an integer tensor itself (no arithmetic on it, which could wrap): its type's
+        # range bounds it, so the type's least value is a max's identity in effect (and the most, a min's)
+        lo, hi = ranges[bare[1]]
+        return all((v <= lo) if reduce_op == "max" else (v >= hi) for v in values)
     try:
         return X.Equivalence(timeout_s=2.0).never_past(X.unlane(expr), values, reduce_op)
     except TypeError:  # (a term the encoding does not know)
