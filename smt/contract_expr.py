@@ -71,7 +71,15 @@ def reduction(op: str, a):
         for inner, shift in sides:
             if uniform(shift) and not uniform(inner):
                 return ("bin", a[1], reduction(op, inner), shift)
+    if op in ("max", "min") and a[0] == "un" and a[1] == "neg":
+        # max(-x) = -min(x) (negation is exact in floating point and reverses the order)
+        return ("un", "neg", reduction("min" if op == "max" else "max", a[2]))
     return ("red", op, strip(a, op))
+
+
+def negated(a) -> bool:
+    """Whether term `a` is a negation (`-x`): a max of it is a min of x (`reduction`)."""
+    return a is not None and unlane(a)[0] == "un" and unlane(a)[1] == "neg"
 
 
 def cast(dtype: str, src: str | None, a):

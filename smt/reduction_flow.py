@@ -571,10 +571,12 @@ class ReductionFlow:
         origin = src.axes[op.axis] if op.axis < len(src.axes) else None
         reduced = src.along(op.axis) if op.axis < len(src.axes) else frozenset()
         families = set(src.families)
+        # a max of -x is a min of x (and a min of -x a max): the family its elements form
+        family = {"max": "min", "min": "max"}.get(op.op, op.op) if X.negated(src.expr) else op.op
         if origin is not None:
-            families.add((op.op, origin))
+            families.add((family, origin))
         # every origin the reduced axis walks in step with is reduced too (x in `A[i, j] * x[j]`)
-        families |= {(op.op, o) for o in reduced}
+        families |= {(family, o) for o in reduced}
         identity = semantics.REDUCE_OPS[op.op].identity
         bad = _non_identity_padding(src, sorted(reduced, key=lambda o: (o != origin, o.tensor, o.dim)), op.op,
                                     self.int_ranges)

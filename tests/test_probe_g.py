@@ -45,3 +45,19 @@ def test_a_load_inside_its_loop_range_pads_no_row():
 @pytest.mark.parametrize("loop", ["for i in range(M + 1):", "for i in range(-1, M):"])
 def test_a_loop_past_the_rows_pads_them_and_is_violated(loop):
     assert ("padding", "violated") in _not_proved(COLMAX.replace("for i in range(M):", loop))
+
+
+NEGMAX = (HERE / "rowrange_negmax_ok.arg").read_text()
+
+
+def test_a_min_written_as_minus_the_max_of_minus_x_is_proved():
+    assert _not_proved(NEGMAX) == []
+
+
+@pytest.mark.parametrize("wrong", [
+    "n = reduce_max(-xn, axis=1",  # -min(x), not min(x)
+    "n = -reduce_max(xn, axis=1",  # -max(x)
+    "n = -reduce_min(-xn, axis=1",  # max(x)
+])
+def test_the_sign_mistakes_around_it_are_violated(wrong):
+    assert any(s == "violated" for _, s in _not_proved(NEGMAX.replace("n = -reduce_max(-xn, axis=1", wrong)))
