@@ -140,8 +140,7 @@ def _unpaired(kernel, output: str, unpaired: list, span, seconds: float) -> Obli
               f"'{var}', and the tag of {tensor} does not carry its index {var} ('*' or another function of it), "
               f"so which elements are multiplied together is not checked: tag {tensor}[{', '.join(elem.indices)}] "
               f"with the index itself at that component, as the other factors' tags do")
-    return ObligationResult("output-contract", "unknown", span, f"output contract not established: {reason}",
-                            detail={"reason": reason, "unpaired": [list(u) for u in unpaired]}, seconds=seconds)
+    return _not_established(span, reason, seconds, unpaired=[list(u) for u in unpaired])
 
 
 def _untracked(kernel, output: str, untracked: list, span, seconds: float) -> ObligationResult:
@@ -153,8 +152,13 @@ def _untracked(kernel, output: str, untracked: list, span, seconds: float) -> Ob
               f"carry it ('*', absent or another function of it), so which '{var}' the kernel reads or writes is "
               f"not checked: add '{var}' as a component of the tags of {output} and of the inputs read at it "
               f"(e.g. a batch index as a third component)")
+    return _not_established(span, reason, seconds, untracked=[list(u) for u in untracked])
+
+
+def _not_established(span, reason: str, seconds: float, **detail) -> ObligationResult:
+    """The output contract unknown: the tags the solver compared do not decide it, for `reason`."""
     return ObligationResult("output-contract", "unknown", span, f"output contract not established: {reason}",
-                            detail={"reason": reason, "untracked": [list(u) for u in untracked]}, seconds=seconds)
+                            detail={"reason": reason, **detail}, seconds=seconds)
 
 
 def _suggested_tag(kernel, contract, tensor: str) -> str:
