@@ -90,3 +90,22 @@ def test_argus_test_fails_a_kernel_whose_grid_is_empty(capsys):
                "--max-examples", "3"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 1 and out["status"] == "fail", out
+
+
+@pytest.mark.parametrize("fixed, words", [
+    ({"N": 3.5}, "must be an int of at least 1"), ({"N": "3"}, "must be an int of at least 1"),
+    ({"N": 0}, "must be an int of at least 1"), ({"Z": 3}, "has no size 'Z'"),
+])
+def test_shapes_for_refuses_sizes_it_would_convert_or_drop(fixed, words):
+    from argus_verify.testing import shapes_for
+
+    with pytest.raises(ValueError, match=words):
+        shapes_for(argus_verify.load(VECADD), fixed=fixed)
+
+
+@pytest.mark.parametrize("ranges", [{"BLOCK": []}, {"BLOCK": 512}, {"BLOCK": [512, 1.5]}])
+def test_consts_for_refuses_what_is_not_a_list_of_ints(ranges):
+    from argus_verify.testing import consts_for
+
+    with pytest.raises(ValueError, match="needs a non-empty list of ints"):
+        consts_for(ranges)

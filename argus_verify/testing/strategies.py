@@ -96,6 +96,12 @@ def shapes_for(kernel, ref: ModuleType | None = None, max_elements: int = MAX_EL
     `max_elements`; `fixed` pins some sizes. Shrinks toward small values."""
     k = _kernel(kernel)
     fixed = dict(fixed or {})
+    for name, value in fixed.items():  # (never truncated or converted, as the API's constants)
+        if name not in k.sizes:
+            raise ValueError(f"fixed={{{name!r}: ...}}: kernel {k.name} has no size {name!r} (its sizes: "
+                             f"{', '.join(k.sizes) or 'none'})")
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"fixed size {name} must be an int of at least 1, not {value!r}")
     if fixed:  # sizes the user pinned are searched as given, even past the default tensor limit
         try:
             least = ir.tensor_shapes(k, {n: int(fixed.get(n, 1)) for n in k.sizes})
@@ -115,6 +121,11 @@ def shapes_for(kernel, ref: ModuleType | None = None, max_elements: int = MAX_EL
 def consts_for(ranges: Mapping[str, list] | None) -> st.SearchStrategy[dict]:
     """Compile-time parameters from their declared values (`CONSTS = {"BLOCK": [512, 1024]}` in a
     reference file); shrinks toward the first value of each."""
+    for name, values in (ranges or {}).items():
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__") or not list(values) or \
+                any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in values):
+            raise ValueError(f"consts_for: {name} needs a non-empty list of ints (e.g. {{{name!r}: [128, 256]}}), "
+                             f"not {values!r}")
     return st.fixed_dictionaries({n: st.sampled_from(list(vs)) for n, vs in (ranges or {}).items()})
 
 
