@@ -1153,6 +1153,17 @@ def uses_cluster(kernel: Kernel) -> bool:
 TMA_ROW_BYTES = 16  # a tensor map's row stride is a multiple of 16 bytes (cuTensorMapEncodeTiled)
 
 
+def empty_grid(grid) -> str | None:
+    """Why CUDA refuses a launch of `grid` (x, y, z blocks) for having no blocks, or None: every
+    executor (the interpreter, the PTX simulator, the GPU) refuses it alike, as the verifier's
+    `launch` obligation reports such sizes."""
+    axis = next((a for a, v in enumerate(grid) if v < 1), None)
+    if axis is None:
+        return None
+    return (f"the grid {tuple(grid)} has no blocks along {'xyz'[axis]} at these sizes: CUDA refuses a launch with "
+            "no blocks (the verifier's `launch` obligation reports such sizes)")
+
+
 def tma_tensors(kernel: Kernel) -> dict:
     """The global tensors a TMA copy moves -> the first statement that does (its tensor map needs a
     row stride of a multiple of TMA_ROW_BYTES)."""

@@ -95,10 +95,9 @@ def check_sizes(kernel: ir.Kernel, sizes: Mapping[str, int], scalars: Mapping) -
             raise ValueError(f"tensor {name} has {count} elements ({' x '.join(map(str, shape))}); the generated "
                              "code indexes tensors with 32-bit integers: at most 2**31 - 1 elements each")
     grid = grid_of(kernel, sizes, scalars)
+    if ir.empty_grid(grid):
+        raise ValueError(ir.empty_grid(grid))
     for axis, (extent, limit) in enumerate(zip(grid, ir.GRID_MAX, strict=True)):
-        if extent < 1:
-            raise ValueError(f"the grid {grid} has no blocks along {'xyz'[axis]}; CUDA refuses a launch with no "
-                             "blocks (the verifier's `launch` obligation reports such sizes)")
         if extent > limit:
             raise ValueError(f"the grid {grid} has {extent} blocks along {'xyz'[axis]}; CUDA launches at most "
                              f"{limit} (the verifier's `launch` obligation reports such sizes)")

@@ -64,11 +64,9 @@ class Launch:
         self.tagfns = {f.name: f for f in kernel.tagfns}
         self.frag_types = {a.name: a.type for a in ir.walk_stmts(kernel.body) if isinstance(a, ir.Assign)}
         self.grid = tuple(max(0, v) for v in host_values(kernel.grid, sizes, scalars))
-        empty = [axis for axis, v in enumerate(self.grid) if v < 1]
-        if empty:  # CUDA refuses such a launch (invalid configuration): it would compute nothing
-            raise ArgusRuntimeError(f"the grid {self.grid} has no blocks along {'xyz'[empty[0]]} at these sizes: CUDA "
-                                    "refuses a launch with no blocks (the verifier's `launch` obligation reports such "
-                                    "sizes)", kernel.span)
+        refused = ir.empty_grid(self.grid)
+        if refused:
+            raise ArgusRuntimeError(refused, kernel.span)
 
     def run(self) -> None:
         g = self.grid

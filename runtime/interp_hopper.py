@@ -98,7 +98,6 @@ class HopperState:
         # per landed TMA copy (its number: SharedMemory.landed), the threads of its block that may read
         # what it wrote: those whose mbarrier wait observed its phase, and all after a barrier() since
         self.acquired = np.zeros((0, threads), dtype=bool)
-        self.copy_block: list[int] = []  # per landed copy, its block
         self.copy_span: list = []  # per landed copy, the tma_load
         self.phase_copies: dict = {}  # (barrier, block, index, phase) -> the copies that phase completed
         self.bars: dict[str, Barriers] = {}
@@ -117,7 +116,7 @@ class HopperState:
         """A barrier() publishes the threads' shared writes: a retired store's tile written since its
         wait by a thread other than the waiting one may have been read with those values. It also
         orders every thread after the waits before it: a copy one thread acquired, all now have."""
-        live = self.acquired[:len(self.copy_block)]
+        live = self.acquired[:len(self.copy_span)]
         live[live.any(axis=1)] = True
         for store, g, tid, arr in self.bulk_released:
             if isinstance(shared, LockstepShared):
@@ -127,14 +126,13 @@ class HopperState:
                     _write_global(arr, store, np.where(late, np.nan, _global_values(arr, store)))
         self.bulk_released = []
 
-    def new_copy(self, g: int, span, threads: int) -> int:
-        """Number a landed TMA copy of block g; no thread has acquired it yet."""
-        cid = len(self.copy_block)
+    def new_copy(self, span, threads: int) -> int:
+        """Number a landed TMA copy; no thread of its block has acquired it yet."""
+        cid = len(self.copy_span)
         if cid == len(self.acquired):  # (grown by doubling: a long run lands thousands of copies)
             grown = np.zeros((max(16, 2 * cid), threads), dtype=bool)
             grown[:cid] = self.acquired
             self.acquired = grown
-        self.copy_block.append(g)
         self.copy_span.append(span)
         return cid
 
@@ -325,7 +323,7 @@ class HopperOps:
                 continue
             j = int(hit[0])
             bars = st.bars[bar]
-            cid = st.new_copy(gb, tma.span, self.batch.threads)
+            cid = st.new_copy(tma.span, self.batch.threads)
             st.phase_copies.setdefault((bar, gb, ib, int(bars.phase[gb, ib])), []).append(cid)
             self._write_async(tma.shared, np.array([gb]), tma.off[j][None, :], tma.vals[j][None, :], cid)
             if bars.fenced[gb, ib]:

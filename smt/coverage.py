@@ -602,9 +602,8 @@ class Coverage:
         """Whether every use of fragment `name` is a transpose, reshape or cast whose result a tag
         assertion anchors: coverage starts from that result (`anchored_leaf` reads its elements off the
         proved assertion), so what `name` holds is never counted."""
-        uses = [st for st in ir.walk_stmts(self.k.body) if isinstance(st, ir.Assign) and name in _operands(st.op)]
-        uses += [st for st in ir.walk_stmts(self.k.body) if not isinstance(st, ir.Assign) and
-                 name in _operands(st)]
+        uses = [st for st in ir.walk_stmts(self.k.body)
+                if name in _operands(st.op if isinstance(st, ir.Assign) else st)]
         return bool(uses) and all(isinstance(st, ir.Assign) and isinstance(st.op, (ir.Relabel, ir.Cast))
                                   and st.name in self.anchors for st in uses)
 

@@ -823,8 +823,8 @@ def run_lowered(lk, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int], 
                for t in kernel.tensors}
     args = {**{k: int(v) for k, v in sizes.items()}, **scalars}
     grid = tuple(lk.grid(sizes, scalars))
-    if any(g < 1 for g in grid):  # as the GPU does: CUDA refuses a launch with no blocks
-        raise PtxSimError(f"the grid {grid} has no blocks at these sizes: CUDA refuses a launch with no blocks")
+    if ir.empty_grid(grid):  # as the GPU does
+        raise PtxSimError(ir.empty_grid(grid))
     res = simulate(lk.ptx, lk.entry, grid, lk.block, args, tensors, lk.dynamic_shared_bytes, blocks)
     out = {}
     for t in kernel.outputs:

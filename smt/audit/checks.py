@@ -20,7 +20,7 @@ import z3
 
 from argus_verify import thread_ir as T
 from argus_verify.diagnostics import Span
-from argus_verify.smt.audit.symbolic import Event, Machine, bv, fit, free_names
+from argus_verify.smt.audit.symbolic import Event, Machine, bv, fit, free_names, full_barrier
 from argus_verify.smt.report import ObligationResult
 
 MEMORY_OBLIGATIONS = ("race", "bounds", "uninitialised-read", "cp-async")
@@ -392,7 +392,7 @@ class Checker:
     def barriers(self):
         evs = self.m.events
         for ev in evs:
-            if ev.kind == "barrier" and not _full_barrier(ev.stmt):
+            if ev.kind == "barrier" and not full_barrier(ev.stmt):
                 self.results.append(ObligationResult("barrier-divergence", "unknown", self.span(ev.stmt.loc),
                                                      "named or counted barriers are not modelled"))
         bad = 0
@@ -410,7 +410,7 @@ class Checker:
             msg = (f"barrier divergence: the branch at {self.where(ev.stmt.loc)} goes different ways for two threads "
                    f"of one block, and only some of them reach the barrier at {self.where(loc)}")
             # a named or counted barrier may be meant for part of the block (producer and consumer warps)
-            partial_barrier = any(e.kind == "barrier" and e.stmt.loc == loc and not _full_barrier(e.stmt) for e in evs)
+            partial_barrier = any(e.kind == "barrier" and e.stmt.loc == loc and not full_barrier(e.stmt) for e in evs)
             st = self.conclude("barrier-divergence", r, model, why, fs, loc, msg, events=(ev, ev),
                                order_sensitive=partial_barrier)
             if st == "violated":
@@ -754,6 +754,8 @@ def run_checks(m: Machine, assumptions, sizes, ptx_file, timeout_ms, scalars,
     """Every obligation's results. `budget_s` bounds the total solver time: once spent, each query
     left is unknown ("the audit's time budget is spent"), never proved."""
     c = Checker(m, assumptions, sizes, ptx_file, timeout_ms, scalars, budget_s)
+    steps = (("barrier-divergence", c.barriers), ("bounds", c.bounds), ("race", c.races),
+             ("uninitialised-read", c.uninit), ("cp-async", c.cp_async), ("shuffle", c.shuffles))
     if c.solve([])[0] == z3.unsat:  # every obligation would hold vacuously
         where = c.span(m.k.loc)
         why = ("no launch is admissible: the `// argus: requires` and `size` comments and the launch sizes "
@@ -762,10 +764,8 @@ def run_checks(m: Machine, assumptions, sizes, ptx_file, timeout_ms, scalars,
                                 hint="every other obligation would hold vacuously; correct the requires (or the "
                                      "launch sizes)")]
         return out + [ObligationResult(name, "unknown", where, f"{name} not decided: {why}")
-                      for name in (obligations or ("barrier-divergence", "bounds", "race", "uninitialised-read",
-                                                   "cp-async", "shuffle"))]
-    for name, fn in (("barrier-divergence", c.barriers), ("bounds", c.bounds), ("race", c.races),
-                     ("uninitialised-read", c.uninit), ("cp-async", c.cp_async), ("shuffle", c.shuffles)):
+                      for name in (obligations if obligations is not None else [n for n, _ in steps])]
+    for name, fn in steps:
         if obligations is not None and name not in obligations:
             continue
         t0 = time.perf_counter()
@@ -780,7 +780,3 @@ def run_checks(m: Machine, assumptions, sizes, ptx_file, timeout_ms, scalars,
 
 __all__ = ["run_checks", "fit"]
 
-
-def _full_barrier(s) -> bool:
-    """`bar.sync 0` (`__syncthreads()`): every thread of the block waits, and memory is ordered."""
-    return s.kind == "sync" and isinstance(s.barrier_id, T.Imm) and s.barrier_id.value == 0 and s.count is None

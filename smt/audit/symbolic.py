@@ -594,7 +594,7 @@ class Machine:
                                      read=True))
 
     def barrier(self, s: T.Barrier, st: State):
-        full = s.kind == "sync" and isinstance(s.barrier_id, T.Imm) and s.barrier_id.value == 0 and s.count is None
+        full = full_barrier(s)
         if not full:
             self.unsupported.append(T.Unsupported(
                 f"named or partial barrier ({s.kind}, id {s.barrier_id}, count {s.count}) at PTX line "
@@ -890,3 +890,8 @@ def _contains_return(stmts) -> bool:
 
 def _contains_cp(stmts) -> bool:
     return any(isinstance(s, T.CpAsync | T.CpAsyncWait) for s in T.walk(stmts))
+
+
+def full_barrier(s: T.Barrier) -> bool:
+    """`bar.sync 0` (`__syncthreads()`): every thread of the block waits, and memory is ordered."""
+    return s.kind == "sync" and isinstance(s.barrier_id, T.Imm) and s.barrier_id.value == 0 and s.count is None
