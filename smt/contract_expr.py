@@ -86,13 +86,14 @@ def cast(dtype: str, src: str | None, a):
     """The term of converting `a` (of dtype `src`) to `dtype`: a "cast" term where the value may change."""
     if a is None or dtype not in ir.INT_DTYPES or src == dtype:
         return a
-    if src in ir.INT_DTYPES and _int_range(src)[0] >= _int_range(dtype)[0] and \
-            _int_range(src)[1] <= _int_range(dtype)[1]:
+    if src in ir.INT_DTYPES and int_range(src)[0] >= int_range(dtype)[0] and \
+            int_range(src)[1] <= int_range(dtype)[1]:
         return a  # a widening integer conversion
     return ("cast", dtype, unlane(a), "wrap" if src in ir.INT_DTYPES else "saturate")
 
 
-def _int_range(dtype: str) -> tuple[int, int]:
+def int_range(dtype: str) -> tuple[int, int]:
+    """(least, most) value of integer `dtype`."""
     bits = 8 * ir.DTYPE_BYTES[dtype]
     return (0, 2 ** bits - 1) if dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
 
@@ -361,7 +362,7 @@ class Equivalence:
 def _to_integer(a, dtype: str, how: str):
     """To an integer type: from a float, `cvt.rni` (round to the nearest integer, ties to even, then
     saturate); from an integer, its low bits."""
-    lo, hi = _int_range(dtype)
+    lo, hi = int_range(dtype)
     f = z3.ToInt(a)  # floor
     if how == "wrap":
         return z3.ToReal((f - lo) % (hi - lo + 1) + lo)

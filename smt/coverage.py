@@ -237,7 +237,7 @@ class Coverage:
                                                              for _, t, d in c.reduced_dims())), loop.span)
         env = {n: z3.Int(n) for n in self.k.sizes}
         try:
-            cons = [v >= 1 for v in env.values()] + [_truth(z3_int(r, env)) for r in self.k.requires]
+            cons = [v >= 1 for v in env.values()] + [z3_truth(z3_int(r, env)) for r in self.k.requires]
             extent = z3_int(self.k.param(key.tensor).shape[key.dim], env)
             start = z3_int(subst(loop.start, self.lets), env)
             stop = z3_int(subst(loop.stop, self.lets), env)
@@ -1338,5 +1338,6 @@ def _b2i(c):
     return z3.If(c, z3.IntVal(1), z3.IntVal(0))
 
 
-def _truth(x):
+def z3_truth(x):
+    """An integer condition as a Z3 Bool (nonzero is true)."""
     return x != 0 if not z3.is_bool(x) else x

@@ -25,7 +25,7 @@ import z3
 
 from argus_verify import ir, semantics
 from argus_verify.smt import contract_expr as X
-from argus_verify.smt.coverage import accumulation_chain, axis_pairs, mentions, subst, z3_int
+from argus_verify.smt.coverage import accumulation_chain, axis_pairs, mentions, subst, z3_int, z3_truth
 
 # stand-ins for an unknown finite operand when a padding value is pushed through an operation; the
 # largest finite values of the fragment's type join them (`_samples`), so that a padding that a large
@@ -324,12 +324,7 @@ class ReductionFlow:
     @functools.cached_property
     def int_ranges(self) -> dict:
         """Integer tensors -> (least, most) value of their type."""
-        out = {}
-        for t in self.k.tensors:
-            if t.dtype in ir.INT_DTYPES:
-                info = np.iinfo(ir.numpy_dtype(t.dtype))
-                out[t.name] = (int(info.min), int(info.max))
-        return out
+        return {t.name: X.int_range(t.dtype) for t in self.k.tensors if t.dtype in ir.INT_DTYPES}
 
     @functools.cached_property
     def lets(self) -> dict:
@@ -359,7 +354,7 @@ class ReductionFlow:
         env = {n: z3.Int(n) for n in self.k.sizes}
         try:
             cons = [v >= 1 for v in env.values()]
-            cons += [_truth(z3_int(_free(r, env), env)) for r in self.k.requires]
+            cons += [z3_truth(z3_int(_free(r, env), env)) for r in self.k.requires]
             for loop in loops:  # (outermost first: an inner loop's bounds may use an outer variable)
                 if loop.step > 0 and loop.var not in env:
                     lo_l = z3_int(_free(subst(loop.start, self.lets), env), env)
@@ -664,10 +659,6 @@ def _free(e, env: dict):
         return attrs.evolve(e, **{f.name: _free(getattr(e, f.name), env) for f in attrs.fields(type(e))
                                   if f.name != "span" and not isinstance(getattr(e, f.name), str)})
     return e
-
-
-def _truth(x):
-    return x != 0 if not z3.is_bool(x) else x
 
 
 def _reshaped(src: Flow, before: tuple, after: tuple) -> Flow | None:

@@ -20,7 +20,7 @@ import z3
 
 from argus_verify import ir
 from argus_verify.smt import zops as Z
-from argus_verify.smt.coverage import Coverage, Unsupported, Window, WindowsDoNotTile, subst, z3_int
+from argus_verify.smt.coverage import Coverage, Unsupported, Window, WindowsDoNotTile, subst, z3_int, z3_truth
 from argus_verify.smt.reduction_flow import ReductionFlow, check_expressions, check_outputs
 from argus_verify.smt.report import ObligationResult
 
@@ -154,7 +154,7 @@ def _window_check(kernel, contract, key, w: Window, timeout_s, lets, shapes, las
     cons = [z3.And(s >= 1, s <= max(Z.MAX_SIZE, shapes.get(n, 0))) for n, s in env.items()]
     cons += [env[n] == v for n, v in shapes.items() if n in env]
     try:
-        cons += [_truth(z3_int(r, env)) for r in kernel.requires]
+        cons += [z3_truth(z3_int(r, env)) for r in kernel.requires]
         extent = z3_int(kernel.param(key.tensor).shape[key.dim], env)
         if w.loop is None:
             gap = extent > w.size
@@ -246,7 +246,3 @@ def _range_violation(contract, key, sizes: dict, msg: str, hint: str, **detail) 
         "reduction-coverage", "violated", contract.span, msg,
         witness={"sizes": sizes}, detail={"tensor": key.tensor, "dim": key.dim, **detail}, hint=hint,
         explanation=[f"at {', '.join(f'{k} = {v}' for k, v in sizes.items())}: {msg}"])
-
-
-def _truth(x):
-    return x != 0 if not z3.is_bool(x) else x
